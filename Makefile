@@ -1,0 +1,50 @@
+# The two commands of the README:
+#   make demo   install what is missing, build Release, run the main job on the default model
+#   make test   install what is missing, build, run every test
+# Other targets: build, asan, fuzz, bench, format, clean.
+
+SHARED ?= $(abspath ../shared)
+MODEL  ?= $(SHARED)/models/stories260K.gguf
+JOBS   ?= $(shell nproc)
+BUILD  := build/release
+
+.PHONY: demo test build deps asan fuzz bench format clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	@cmake --preset release -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+demo: deps
+	@cmake --preset release -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS) --target tessera
+	$(BUILD)/bin/tessera inspect $(MODEL)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# Tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan: deps
+	@cmake --preset asan -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --build build/asan -j $(JOBS)
+	@cd build/asan && ctest --output-on-failure -j $(JOBS)
+
+# libFuzzer targets (clang), run for FUZZ_SECONDS each from the seed corpus.
+FUZZ_SECONDS ?= 60
+fuzz:
+	@scripts/install-deps.sh --ci
+	@cmake --preset fuzz -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --build build/fuzz -j $(JOBS)
+	@scripts/run-fuzz.sh build/fuzz $(FUZZ_SECONDS)
+
+bench: deps
+	@cmake --preset release -DTESSERA_BUILD_BENCH=ON -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+format:
+	@cmake --build $(BUILD) --target format
+
+clean:
+	rm -rf build

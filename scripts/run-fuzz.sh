@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target in BUILD_DIR/fuzz for SECONDS each, from a seed
+# corpus made of the shared GGUF files. Fails on any crash, leak, timeout or OOM.
+# Usage: scripts/run-fuzz.sh BUILD_DIR SECONDS
+set -euo pipefail
+build=$1
+seconds=$2
+shared=${TESSERA_SHARED_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+for target in "$build"/fuzz/fuzz_*; do
+  [[ -x "$target" ]] || continue
+  name=$(basename "$target")
+  corpus=$(mktemp -d)
+  seeds="$root/fuzz/corpus/$name"
+  [[ -d "$seeds" ]] && cp "$seeds"/* "$corpus"/ 2>/dev/null || true
+  # Seeds from the shared models and vocab files (truncated copies keep runs fast).
+  for f in "$shared"/models/*.gguf "$shared"/fixtures/tokenizer/*.gguf; do
+    [[ -f "$f" ]] && head -c 65536 "$f" > "$corpus/$(basename "$f").head"
+  done
+  echo "fuzz: $name for ${seconds}s (seeds: $(ls "$corpus" | wc -l))"
+  log=$(mktemp)
+  if ! "$target" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
+      -malloc_limit_mb=512 -timeout=5 -max_len=1048576 -print_final_stats=1 >"$log" 2>&1; then
+    tail -n 60 "$log"
+    echo "fuzz: $name FAILED"
+    exit 1
+  fi
+  grep -E 'stat::number_of_executed_units|stat::peak_rss_mb' "$log" | sed "s/^/fuzz: $name /"
+  rm -rf "$corpus" "$log"
+done

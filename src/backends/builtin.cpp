@@ -1,0 +1,21 @@
+// The one place that names the backends compiled into this build.
+#include "backends/cpu/cpu_backend.h"
+#include "tessera/runtime.h"
+
+#if TESSERA_HAVE_BLAS
+#include "backends/blas/blas_backend.h"
+#endif
+
+namespace tessera {
+
+std::unique_ptr<Runtime> make_runtime(bool load_modules) {
+  auto runtime = std::make_unique<Runtime>();
+#if TESSERA_HAVE_BLAS
+  runtime->add_backend(std::make_unique<blas::BlasBackend>());
+#endif
+  runtime->add_backend(std::make_unique<cpu::CpuBackend>());
+  if (load_modules) runtime->load_default_modules();
+  return runtime;
+}
+
+}  // namespace tessera

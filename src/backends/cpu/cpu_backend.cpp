@@ -1,0 +1,117 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <fstream>
+
+#include "backends/cpu/ops/op.h"
+#include "tessera/error.h"
+
+namespace tessera::cpu {
+namespace {
+
+// A CPU stream runs work as it is queued: everything is done on return.
+class CpuEvent final : public Event {
+ public:
+  explicit CpuEvent(Device& device) : device_(device) {}
+  Device& device() const override { return device_; }
+  void synchronize() override {}
+
+ private:
+  Device& device_;
+};
+
+class CpuStream final : public Stream {
+ public:
+  explicit CpuStream(CpuDevice& device) : device_(device) {}
+  Device& device() const override { return device_; }
+  void synchronize() override {}
+  void compute(std::span<Tensor* const> nodes) override { device_.compute(nodes); }
+  void record(Event&) override {}
+  void wait(Event&) override {}
+
+ private:
+  CpuDevice& device_;
+};
+
+// Scratch address space: what the machine has free at start, reserved
+// once; only what ops use is ever committed.
+size_t scratch_limit() {
+  const size_t free = host_free_bytes();
+  return free > kHugePageSize ? free / kHugePageSize * kHugePageSize : kHugePageSize;
+}
+
+}  // namespace
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("model name")) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos && colon + 2 <= line.size()) return line.substr(colon + 2);
+    }
+  }
+  return "unknown CPU";
+}
+
+CpuDevice::CpuDevice(CpuBackend& backend, int n_threads)
+    : backend_(backend),
+      description_(cpu_model_name()),
+      buffer_type_(*this, "CPU"),
+      pool_(n_threads > 0 ? n_threads : physical_core_count()),
+      scratch_memory_("CPU0", page_size()),
+      scratch_(scratch_memory_, scratch_limit()) {}
+
+MemoryInfo CpuDevice::memory() const { return {host_free_bytes(), host_total_bytes()}; }
+
+DeviceCaps CpuDevice::caps() const {
+  return {.async = false, .host_buffer = false, .buffer_from_host_ptr = false, .events = true};
+}
+
+Backend& CpuDevice::backend() const { return backend_; }
+
+std::unique_ptr<Stream> CpuDevice::make_stream() { return std::make_unique<CpuStream>(*this); }
+
+std::unique_ptr<Event> CpuDevice::make_event() { return std::make_unique<CpuEvent>(*this); }
+
+bool CpuDevice::supports_op(const Tensor& node) const { return cpu_supports(node); }
+
+void CpuDevice::compute(std::span<Tensor* const> nodes) {
+  std::lock_guard lock(compute_mutex_);
+  for (Tensor* node : nodes) {
+    if (node->op == Op::kNone || is_view_op(node->op)) continue;
+    const OpImpl* impl = find_op(node->op);
+    if (impl == nullptr || !impl->supports(*node)) {
+      fail(ErrorCategory::kUnsupported, "[CPU0] cannot compute {} on {}", op_name(node->op),
+           node->describe());
+    }
+    const int nth = pool_.size();
+    const size_t work = impl->work_size ? impl->work_size(*node, nth) : 0;
+    PoolBlock block;
+    if (work > 0) block = scratch_.alloc(work);
+    Barrier barrier(nth);
+    try {
+      pool_.run([&](int ith, int n) {
+        const OpContext ctx{ith, n, static_cast<uint8_t*>(block.ptr), work, &barrier};
+        impl->compute(*node, ctx);
+      });
+    } catch (...) {
+      if (work > 0) scratch_.free(block);
+      throw;
+    }
+    if (work > 0) scratch_.free(block);
+  }
+}
+
+CpuBackend::CpuBackend(int n_threads) : device_(*this, n_threads) {}
+
+void* CpuBackend::proc_address(std::string_view name) {
+  if (name == kSetThreadsProc) {
+    static constexpr SetThreadsFn fn = [](Device& d, int n) {
+      dynamic_cast<CpuDevice&>(d).set_threads(n);
+    };
+    return reinterpret_cast<void*>(fn);
+  }
+  return nullptr;
+}
+
+}  // namespace tessera::cpu

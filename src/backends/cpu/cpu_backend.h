@@ -1,0 +1,79 @@
+// The CPU backend: one device ("CPU0") that runs every op it supports on a
+// persistent thread pool, over plain host buffers.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "backends/cpu/host_buffer.h"
+#include "backends/cpu/host_memory.h"
+#include "backends/cpu/thread_pool.h"
+#include "tessera/device.h"
+#include "tessera/pool.h"
+#include "tessera/stream.h"
+
+namespace tessera::cpu {
+
+class CpuBackend;
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(CpuBackend& backend, int n_threads);
+
+  std::string_view name() const override { return "CPU0"; }
+  std::string_view description() const override { return description_; }
+  DeviceType type() const override { return DeviceType::kCpu; }
+  MemoryInfo memory() const override;
+  DeviceCaps caps() const override;
+  Backend& backend() const override;
+
+  std::unique_ptr<Stream> make_stream() override;
+  BufferType& buffer_type() override { return buffer_type_; }
+
+  bool supports_op(const Tensor& node) const override;
+  bool supports_buffer_type(const BufferType& type) const override { return type.is_host(); }
+  // The CPU is where host-resident ops already are: never worth "offloading".
+  bool offload_op(const Tensor&) const override { return false; }
+  std::unique_ptr<Event> make_event() override;
+
+  int threads() const { return pool_.size(); }
+  void set_threads(int n) { pool_.resize(n); }
+
+  // Runs nodes in order on the thread pool; per-op scratch from the pool.
+  void compute(std::span<Tensor* const> nodes);
+
+ private:
+  CpuBackend& backend_;
+  std::string description_;
+  HostBufferType buffer_type_;
+  ThreadPool pool_;
+  HostVirtualMemory scratch_memory_;
+  VirtualPool scratch_;
+  std::mutex compute_mutex_;  // one graph at a time on the pool and scratch
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // n_threads 0: one per physical core.
+  explicit CpuBackend(int n_threads = 0);
+  std::string_view name() const override { return "CPU"; }
+  size_t device_count() const override { return 1; }
+  void* proc_address(std::string_view name) override;
+  CpuDevice& cpu_device() { return device_; }
+
+ protected:
+  Device& device_at(size_t) override { return device_; }
+
+ private:
+  CpuDevice device_;
+};
+
+// The CPU's own name, e.g. "AMD EPYC 9B45" (from /proc/cpuinfo).
+std::string cpu_model_name();
+
+// Extension functions reachable through proc_address.
+using SetThreadsFn = void (*)(Device& device, int n_threads);
+inline constexpr const char* kSetThreadsProc = "cpu_set_threads";
+
+}  // namespace tessera::cpu

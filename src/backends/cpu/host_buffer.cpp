@@ -1,0 +1,35 @@
+#include "backends/cpu/host_buffer.h"
+
+#include <cstring>
+
+#include "backends/cpu/host_memory.h"
+#include "tessera/device.h"
+
+namespace tessera::cpu {
+
+std::unique_ptr<Buffer> HostBufferType::allocate(size_t bytes) {
+  return std::make_unique<HostBuffer>(*this, bytes);
+}
+
+HostBuffer::HostBuffer(BufferType& type, size_t size)
+    : Buffer(type, host_allocate(size, HostBufferType::kAlignment, type.device().name()), size) {}
+
+HostBuffer::~HostBuffer() { host_release(base(), size()); }
+
+bool HostBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
+  if (src.buffer == nullptr || !src.buffer->is_host()) return false;
+  std::memcpy(dst.data, src.data, src.n_bytes());
+  return true;
+}
+
+void HostBuffer::clear(uint8_t value) { std::memset(base(), value, size()); }
+
+void HostBuffer::write(Tensor& t, const void* src, size_t offset, size_t size) {
+  std::memcpy(static_cast<uint8_t*>(t.data) + offset, src, size);
+}
+
+void HostBuffer::read(const Tensor& t, void* dst, size_t offset, size_t size) const {
+  std::memcpy(dst, static_cast<const uint8_t*>(t.data) + offset, size);
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,109 @@
+#include "backends/cpu/ops/op.h"
+
+#include <cstring>
+
+#include "tessera/dtype.h"
+#include "tessera/half.h"
+#include "tessera/error.h"
+
+namespace tessera::cpu {
+
+extern const OpImpl kLayoutOp;
+extern const OpImpl kGetRowsOp;
+extern const OpImpl kCopyOp;
+extern const OpImpl kBinaryOp;
+extern const OpImpl kMapOp;
+extern const OpImpl kSwigluOp;
+extern const OpImpl kNormOp;
+extern const OpImpl kMulMatOp;
+
+const OpImpl* find_op(Op op) {
+  switch (op) {
+    case Op::kReshape:
+    case Op::kView:
+    case Op::kPermute:
+    case Op::kTranspose: return &kLayoutOp;
+    case Op::kGetRows: return &kGetRowsOp;
+    case Op::kCpy:
+    case Op::kDup:
+    case Op::kCont: return &kCopyOp;
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv: return &kBinaryOp;
+    case Op::kScale:
+    case Op::kSqr:
+    case Op::kSqrt:
+    case Op::kClamp:
+    case Op::kUnary: return &kMapOp;
+    case Op::kSwiglu: return &kSwigluOp;
+    case Op::kNorm:
+    case Op::kRmsNorm: return &kNormOp;
+    case Op::kMulMat: return &kMulMatOp;
+    default: return nullptr;
+  }
+}
+
+bool cpu_supports(const Tensor& node) {
+  if (node.op == Op::kNone) return true;
+  const OpImpl* impl = find_op(node.op);
+  return impl != nullptr && impl->supports(node);
+}
+
+bool is_float_type(DType type) {
+  return type == DType::kF32 || type == DType::kF16 || type == DType::kBF16;
+}
+
+float load_float(DType type, const uint8_t* p) {
+  switch (type) {
+    case DType::kF32: {
+      float v;
+      std::memcpy(&v, p, sizeof v);
+      return v;
+    }
+    case DType::kF16: {
+      uint16_t h;
+      std::memcpy(&h, p, sizeof h);
+      return fp16_to_fp32(h);
+    }
+    case DType::kBF16: {
+      uint16_t h;
+      std::memcpy(&h, p, sizeof h);
+      return bf16_to_fp32(h);
+    }
+    default: TESSERA_CHECK(false, "load_float of {}", dtype_name(type));
+  }
+  return 0.0f;
+}
+
+void store_float(DType type, uint8_t* p, float v) {
+  switch (type) {
+    case DType::kF32: std::memcpy(p, &v, sizeof v); return;
+    case DType::kF16: {
+      const uint16_t h = fp32_to_fp16(v);
+      std::memcpy(p, &h, sizeof h);
+      return;
+    }
+    case DType::kBF16: {
+      const uint16_t h = fp32_to_bf16(v);
+      std::memcpy(p, &h, sizeof h);
+      return;
+    }
+    default: TESSERA_CHECK(false, "store_float of {}", dtype_name(type));
+  }
+}
+
+void row_to_float(DType type, const uint8_t* src, float* dst, int64_t n) {
+  if (type == DType::kF32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  } else {
+    dequantize_row(type, src, dst, n);
+  }
+}
+
+// Reshape, view, permute, transpose: no work, any type.
+static bool layout_supports(const Tensor&) { return true; }
+static void layout_compute(Tensor&, const OpContext&) {}
+const OpImpl kLayoutOp{layout_supports, nullptr, layout_compute};
+
+}  // namespace tessera::cpu

@@ -1,0 +1,94 @@
+#include "tessera/buffer.h"
+
+#include <cstring>
+#include <vector>
+
+#include "tessera/device.h"
+#include "tessera/error.h"
+
+namespace tessera {
+
+std::string_view buffer_usage_name(BufferUsage usage) {
+  switch (usage) {
+    case BufferUsage::kAny: return "any";
+    case BufferUsage::kWeights: return "weights";
+    case BufferUsage::kCompute: return "compute";
+  }
+  return "?";
+}
+
+void Buffer::place(Tensor& t, size_t offset) {
+  TESSERA_CHECK(t.data == nullptr, "tensor {} is already placed", t.describe());
+  if (t.view_src != nullptr) {
+    TESSERA_CHECK(t.view_src->buffer == this && t.view_src->data != nullptr,
+                  "view {} placed before its source", t.describe());
+    t.buffer = this;
+    t.data = static_cast<uint8_t*>(t.view_src->data) + t.view_offset;
+    return;
+  }
+  const size_t align = type_.alignment();
+  const size_t need = type_.alloc_size(t);
+  if (offset % align != 0 || offset > size_ || need > size_ - offset) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[buffer {}] tensor {} at offset {} needs {} bytes aligned to {}, buffer holds {}",
+         type_.name(), t.describe(), offset, need, align, size_);
+  }
+  t.buffer = this;
+  t.data = static_cast<uint8_t*>(base_) + offset;
+  init_tensor(t);
+}
+
+void Buffer::init_tensor(Tensor& /*t*/) {}
+
+void Buffer::check_range(const Tensor& t, size_t offset, size_t size, const char* what) const {
+  if (t.buffer != this) {
+    fail(ErrorCategory::kInvalidArgument, "[buffer {}] {} of tensor {}: it lives in {}",
+         type_.name(), what, t.describe(),
+         t.buffer ? std::string(t.buffer->type().name()) : std::string("no buffer"));
+  }
+  const size_t n = t.n_bytes();
+  if (offset > n || size > n - offset) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[buffer {}] {} of tensor {}: found bytes [{}, {}), expected within [0, {})",
+         type_.name(), what, t.describe(), offset, offset + size, n);
+  }
+}
+
+void Buffer::set_tensor(Tensor& t, const void* src, size_t offset, size_t size) {
+  check_range(t, offset, size, "set_tensor");
+  if (size == 0) return;
+  write(t, src, offset, size);
+}
+
+void Buffer::get_tensor(const Tensor& t, void* dst, size_t offset, size_t size) const {
+  check_range(t, offset, size, "get_tensor");
+  if (size == 0) return;
+  read(t, dst, offset, size);
+}
+
+bool Buffer::copy_tensor(const Tensor& /*src*/, Tensor& /*dst*/) { return false; }
+
+void copy_tensor(const Tensor& src, Tensor& dst) {
+  // Same type, shape and strides: the byte span from element 0 to the last
+  // element is copied as it is (a view keeps its gaps).
+  if (src.type != dst.type || !same_shape(src, dst) || src.nb != dst.nb) {
+    fail(ErrorCategory::kInvalidArgument, "[copy_tensor] found {} -> {}, expected equal layouts",
+         src.describe(), dst.describe());
+  }
+  TESSERA_CHECK(src.buffer != nullptr && dst.buffer != nullptr);
+  const size_t n = src.n_bytes();
+  if (n == 0) return;
+  if (dst.buffer->copy_tensor(src, dst)) return;
+  // is_host() promises the plain layout at .data, so one side can be used directly.
+  if (src.buffer->is_host()) {
+    dst.buffer->set_tensor(dst, src.data, 0, n);
+  } else if (dst.buffer->is_host()) {
+    src.buffer->get_tensor(src, dst.data, 0, n);
+  } else {
+    std::vector<uint8_t> staging(n);
+    src.buffer->get_tensor(src, staging.data(), 0, n);
+    dst.buffer->set_tensor(dst, staging.data(), 0, n);
+  }
+}
+
+}  // namespace tessera

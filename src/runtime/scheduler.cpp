@@ -1,0 +1,272 @@
+#include "tessera/scheduler.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "tessera/buffer.h"
+#include "tessera/error.h"
+
+namespace tessera {
+namespace {
+
+const Tensor* root_of(const Tensor* t) { return t->view_src != nullptr ? t->view_src : t; }
+
+bool in_weights(const Tensor* t) {
+  const Tensor* r = root_of(t);
+  return r->buffer != nullptr && r->buffer->usage() == BufferUsage::kWeights;
+}
+
+std::string types_of(const Tensor& node) {
+  std::string s = fmt::format("{} -> {}", node.describe(), dtype_name(node.type));
+  for (const Tensor* src : node.src) {
+    if (src != nullptr) s += fmt::format(", src {}", src->describe());
+  }
+  return s;
+}
+
+bool debug_enabled() {
+  const char* v = std::getenv("TESSERA_SCHED_DEBUG");
+  return v != nullptr && std::strcmp(v, "0") != 0 && *v != '\0';
+}
+
+}  // namespace
+
+Scheduler::Scheduler(std::vector<Device*> devices) : devices_(std::move(devices)) {
+  if (devices_.empty() || devices_.back()->type() != DeviceType::kCpu) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[scheduler] found {} devices, expected a list ending with a CPU device",
+         devices_.size());
+  }
+}
+
+Scheduler::~Scheduler() = default;
+
+void Scheduler::pin(Tensor* node, Device& device) { pinned_[node] = &device; }
+
+Device* Scheduler::device_of(const Tensor* t) const {
+  auto it = assigned_.find(t);
+  return it == assigned_.end() ? nullptr : it->second;
+}
+
+BufferType& Scheduler::compute_type(const Tensor& t) const {
+  Device* d = device_of(root_of(&t));
+  if (d == nullptr) d = device_of(&t);
+  TESSERA_CHECK(d != nullptr, "tensor {} has no device", t.describe());
+  return d->buffer_type();
+}
+
+bool Scheduler::can_read(const Device& d, const Tensor& t) const {
+  const Tensor* r = root_of(&t);
+  if (r->buffer != nullptr) return d.supports_buffer_type(r->buffer->type());
+  const Device* owner = device_of(r);
+  if (owner == nullptr) return false;
+  return owner == &d || d.supports_buffer_type(const_cast<Device*>(owner)->buffer_type());
+}
+
+void Scheduler::assign(Graph& graph) {
+  assigned_ = pinned_;
+  Device* cpu = devices_.back();
+  auto first_supporting = [&](const Tensor& node, auto&& also) -> Device* {
+    for (Device* d : devices_) {
+      if (d->supports_op(node) && also(*d)) return d;
+    }
+    return nullptr;
+  };
+
+  // Leafs: where their memory is; inputs without memory start on the CPU.
+  for (Tensor* leaf : graph.leafs()) {
+    if (assigned_.contains(leaf)) continue;
+    assigned_[leaf] = leaf->buffer != nullptr ? &leaf->buffer->device() : cpu;
+  }
+
+  // Nodes with memory of their own (writes into a cache), and nodes reading
+  // weights: next to the weights, unless a better device wants host weights.
+  for (Tensor* node : graph.nodes()) {
+    if (assigned_.contains(node) || is_view_op(node->op)) continue;
+    if (node->data != nullptr && node->buffer != nullptr) {
+      const BufferType& type = node->buffer->type();
+      Device* d = first_supporting(*node, [&](Device& x) { return x.supports_buffer_type(type); });
+      if (d != nullptr) assigned_[node] = d;
+      continue;
+    }
+    for (Tensor* src : node->src) {
+      if (src == nullptr || !in_weights(src)) continue;
+      const Buffer& wbuf = *root_of(src)->buffer;
+      Device* home = &wbuf.device();
+      if (std::find(devices_.begin(), devices_.end(), home) == devices_.end()) continue;
+      if (!home->supports_op(*node)) continue;
+      if (home->type() == DeviceType::kCpu) {
+        for (Device* d : devices_) {
+          if (d == home || d->type() == DeviceType::kCpu) continue;
+          if (d->supports_op(*node) && d->offload_op(*node) &&
+              d->supports_buffer_type(wbuf.type())) {
+            home = d;
+            break;
+          }
+        }
+      }
+      assigned_[node] = home;
+      break;
+    }
+  }
+
+  // Spread assignments to unassigned neighbours that the same device runs and
+  // whose weights it reads in place: accelerators first, then any device.
+  auto weights_readable = [&](const Device& d, const Tensor& node) {
+    for (const Tensor* s : node.src) {
+      if (s != nullptr && root_of(s)->buffer != nullptr &&
+          !d.supports_buffer_type(root_of(s)->buffer->type())) {
+        return false;
+      }
+    }
+    return true;
+  };
+  std::span<Tensor* const> nodes = graph.nodes();
+  for (bool include_cpu : {false, true}) {
+    for (int direction : {+1, -1}) {
+      Device* current = nullptr;
+      const auto n = static_cast<ptrdiff_t>(nodes.size());
+      for (ptrdiff_t k = 0; k < n; ++k) {
+        Tensor* node = nodes[static_cast<size_t>(direction > 0 ? k : n - 1 - k)];
+        if (is_view_op(node->op)) continue;
+        auto it = assigned_.find(node);
+        if (it != assigned_.end()) {
+          current = (!include_cpu && it->second->type() == DeviceType::kCpu) ? nullptr : it->second;
+        } else if (current != nullptr && current->supports_op(*node) &&
+                   weights_readable(*current, *node)) {
+          assigned_[node] = current;
+        }
+      }
+    }
+  }
+
+  // Whatever is left: the first device that supports it.
+  for (Tensor* node : nodes) {
+    if (is_view_op(node->op) || assigned_.contains(node)) continue;
+    Device* d = first_supporting(*node, [](Device&) { return true; });
+    if (d == nullptr) {
+      fail(ErrorCategory::kUnsupported, "[scheduler] no device supports {} ({})",
+           op_name(node->op), types_of(*node));
+    }
+    assigned_[node] = d;
+  }
+  // Views live where their source does.
+  for (Tensor* node : nodes) {
+    if (!is_view_op(node->op)) continue;
+    Device* d = device_of(root_of(node));
+    assigned_[node] = d != nullptr ? d : cpu;
+  }
+}
+
+void Scheduler::split(Graph& graph) {
+  splits_.clear();
+  for (Tensor* node : graph.nodes()) {
+    Device* d = device_of(node);
+    if (is_view_op(node->op)) {
+      // No work: it rides along with whatever split is open.
+      if (splits_.empty()) splits_.push_back(Split{d, {}, {}});
+      splits_.back().nodes.push_back(node);
+      continue;
+    }
+    if (splits_.empty() || splits_.back().device != d) splits_.push_back(Split{d, {}, {}});
+    Split& s = splits_.back();
+    for (Tensor*& src : node->src) {
+      if (src == nullptr || can_read(*d, *src)) continue;
+      // One copy per source per split, with the source's own layout.
+      auto found = std::find_if(s.copies.begin(), s.copies.end(),
+                                [&](Tensor* c) { return c->src[0] == src; });
+      Tensor* copy = nullptr;
+      if (found != s.copies.end()) {
+        copy = *found;
+      } else {
+        copy = graph.new_node(Op::kDup, src->type, src->ne, {src});
+        copy->nb = src->nb;
+        copy->name = fmt::format("{}#{}", src->name, d->name());
+        assigned_[copy] = d;
+        s.copies.push_back(copy);
+      }
+      src = copy;
+    }
+    s.nodes.push_back(node);
+  }
+}
+
+void Scheduler::allocate(Graph& graph) {
+  graph_ = &graph;
+  assign(graph);
+  split(graph);
+  std::vector<Tensor*> order;
+  for (const Split& s : splits_) {
+    order.insert(order.end(), s.copies.begin(), s.copies.end());
+    order.insert(order.end(), s.nodes.begin(), s.nodes.end());
+  }
+  stats_ = allocator_.allocate(order, [this](const Tensor& t) -> BufferType& {
+    return compute_type(t);
+  });
+  if (debug_enabled()) std::fputs(describe().c_str(), stderr);
+}
+
+Stream& Scheduler::stream_for(Device& d) {
+  auto& s = streams_[&d];
+  if (s == nullptr) s = d.make_stream();
+  return *s;
+}
+
+void Scheduler::compute() {
+  TESSERA_CHECK(graph_ != nullptr, "compute() before allocate()");
+  for (const Split& s : splits_) {
+    Stream& stream = stream_for(*s.device);
+    for (Tensor* copy : s.copies) {
+      const Tensor& src = *copy->src[0];
+      Device* from = device_of(root_of(&src));
+      const bool async = from != nullptr && from != s.device && from->caps().async &&
+                         from->caps().events && s.device->caps().async &&
+                         s.device->caps().events && events_.contains(from);
+      if (async) {
+        stream.wait(*events_.at(from));
+        if (stream.copy_tensor_async(src, *copy)) continue;
+      }
+      if (from != nullptr && streams_.contains(from)) streams_.at(from)->synchronize();
+      stream.synchronize();
+      copy_tensor(src, *copy);
+    }
+    stream.compute(s.nodes);
+    if (s.device->caps().events) {
+      auto& ev = events_[s.device];
+      if (ev == nullptr) ev = s.device->make_event();
+      stream.record(*ev);
+    }
+  }
+  for (auto& [device, stream] : streams_) stream->synchronize();
+}
+
+void Scheduler::run(Graph& graph) {
+  allocate(graph);
+  compute();
+}
+
+std::string Scheduler::describe() const {
+  std::string out = fmt::format("scheduler: {} splits, compute peak {} bytes ({} tensors, {} in "
+                                "place, {} bytes without reuse)\n",
+                                splits_.size(), stats_.peak, stats_.tensors, stats_.in_place,
+                                stats_.naive);
+  for (size_t i = 0; i < splits_.size(); ++i) {
+    const Split& s = splits_[i];
+    std::string ops;
+    for (const Tensor* n : s.nodes) {
+      if (is_view_op(n->op)) continue;
+      ops += fmt::format("{}{}", ops.empty() ? "" : " ", op_name(n->op));
+    }
+    std::string copies;
+    for (const Tensor* c : s.copies) {
+      copies += fmt::format("{}{}", copies.empty() ? "" : ", ", c->src[0]->name);
+    }
+    out += fmt::format("  split {}: {} ({} nodes): {}{}{}\n", i, s.device->name(),
+                       s.nodes.size(), ops, copies.empty() ? "" : "; copies in: ", copies);
+  }
+  return out;
+}
+
+}  // namespace tessera
