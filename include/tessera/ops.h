@@ -45,9 +45,57 @@ Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up);  // silu(gate) * up
 Tensor* norm(Graph& g, Tensor* a, float eps);      // per row: (x - mean) / sqrt(var + eps)
 Tensor* rms_norm(Graph& g, Tensor* a, float eps);  // per row: x / sqrt(mean(x^2) + eps)
 
+Tensor* group_norm(Graph& g, Tensor* a, int n_groups, float eps);  // groups over dim 2
+
 // ---- matmul ------------------------------------------------------------------------
 // w [K, M, ne2, ne3] times x [K, N, ne2', ne3'] -> f32 [M, N, ne2', ne3'];
 // w broadcast over dims 2 and 3 (ne2' a multiple of ne2, likewise ne3).
 Tensor* mul_mat(Graph& g, Tensor* w, Tensor* x);
+
+// ---- attention -------------------------------------------------------------------
+enum class RopeMode : int32_t { kNormal = 0, kNeox = 2 };
+struct RopeParams {
+  int32_t n_dims = 0;  // rotated dims (<= head dim; the rest pass through)
+  RopeMode mode = RopeMode::kNormal;
+  int32_t n_ctx_orig = 0;  // training context, for YaRN
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // 1 / linear scaling factor
+  float ext_factor = 0.0f;  // YaRN extrapolation mix (0: off)
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;
+  float beta_slow = 1.0f;
+};
+// a [head_dim, n_head, n_tokens, 1] f32 (or f16), pos i32 [n_tokens]; optional
+// freq_factors f32 [n_dims / 2] divide the per-pair frequencies.
+Tensor* rope(Graph& g, Tensor* a, Tensor* pos, Tensor* freq_factors, const RopeParams& p);
+// Per row: softmax(a * scale + slope * mask); mask (f32 or f16, nullable)
+// [ne0, >= ne1] broadcast over dims 2 and 3; slope from ALiBi when max_bias > 0.
+Tensor* soft_max(Graph& g, Tensor* a, Tensor* mask, float scale, float max_bias);
+// Sets a[i, j] = -inf where i > n_past + j (causal mask in place of a copy).
+Tensor* diag_mask_inf(Graph& g, Tensor* a, int n_past);
+// Fused attention with online softmax. q [D, n_q, H, B] f32; k [D, n_kv, H_kv, B]
+// and v [Dv, n_kv, H_kv, B] f16 or f32 (H a multiple of H_kv: grouped-query);
+// mask f16/f32 [n_kv, >= n_q] (nullable) added to the scaled scores; softcap > 0
+// applies softcap * tanh(s / softcap). Result f32 [Dv, H, n_q, B].
+Tensor* flash_attn_ext(Graph& g, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
+                       float max_bias = 0.0f, float softcap = 0.0f);
+
+// ---- the rest of SPEC.md §2 ------------------------------------------------------
+Tensor* concat(Graph& g, Tensor* a, Tensor* b, int dim);
+Tensor* repeat(Graph& g, Tensor* a, Tensor* shape_of);  // tile a to shape_of's shape
+// a with b added into the view (nb1, nb2, nb3, offset) of a; result a's shape.
+Tensor* acc(Graph& g, Tensor* a, Tensor* b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
+Tensor* pad(Graph& g, Tensor* a, int p0, int p1, int p2, int p3);  // zeros at the end of each dim
+Tensor* arange(Graph& g, float start, float stop, float step);
+Tensor* timestep_embedding(Graph& g, Tensor* timesteps, int dim, int max_period);
+Tensor* sum_rows(Graph& g, Tensor* a);  // [1, ne1, ne2, ne3]
+enum class SortOrder : int32_t { kAscending = 0, kDescending = 1 };
+Tensor* argsort(Graph& g, Tensor* a, SortOrder order);  // i32 indices per row
+// im2col of a [IW, IH, IC, N] for kernel k [KW, KH, IC, OC] (1-D when !is_2d).
+Tensor* im2col(Graph& g, Tensor* k, Tensor* a, int s0, int s1, int p0, int p1, int d0, int d1,
+               bool is_2d, DType out_type);
+enum class PoolOp : int32_t { kMax = 0, kAvg = 1 };
+Tensor* pool_2d(Graph& g, Tensor* a, PoolOp op, int k0, int k1, int s0, int s1, float p0, float p1);
+Tensor* upscale(Graph& g, Tensor* a, int ne0, int ne1, int ne2, int ne3);  // nearest
 
 }  // namespace tessera::ops

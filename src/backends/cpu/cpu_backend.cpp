@@ -56,10 +56,22 @@ std::string cpu_model_name() {
 CpuDevice::CpuDevice(CpuBackend& backend, int n_threads)
     : backend_(backend),
       description_(cpu_model_name()),
+      isa_(default_isa()),
       buffer_type_(*this, "CPU"),
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
       scratch_memory_("CPU0", page_size()),
       scratch_(scratch_memory_, scratch_limit()) {}
+
+void CpuDevice::set_isa(Isa isa) {
+  for (Isa t : supported_isas()) {
+    if (t == isa) {
+      std::lock_guard lock(compute_mutex_);
+      isa_ = isa;
+      return;
+    }
+  }
+  fail(ErrorCategory::kUnsupported, "[CPU0] this CPU cannot run the {} tier", isa_name(isa));
+}
 
 MemoryInfo CpuDevice::memory() const { return {host_free_bytes(), host_total_bytes()}; }
 

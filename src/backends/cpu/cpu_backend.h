@@ -8,6 +8,7 @@
 
 #include "backends/cpu/host_buffer.h"
 #include "backends/cpu/host_memory.h"
+#include "backends/cpu/isa.h"
 #include "backends/cpu/thread_pool.h"
 #include "tessera/device.h"
 #include "tessera/pool.h"
@@ -39,6 +40,10 @@ class CpuDevice final : public Device {
 
   int threads() const { return pool_.size(); }
   void set_threads(int n) { pool_.resize(n); }
+  // The instruction-set tier its kernels use; set_isa throws Error(kUnsupported)
+  // for a tier this CPU cannot run.
+  Isa isa() const { return isa_; }
+  void set_isa(Isa isa);
 
   // Runs nodes in order on the thread pool; per-op scratch from the pool.
   void compute(std::span<Tensor* const> nodes);
@@ -46,6 +51,7 @@ class CpuDevice final : public Device {
  private:
   CpuBackend& backend_;
   std::string description_;
+  Isa isa_;
   HostBufferType buffer_type_;
   ThreadPool pool_;
   HostVirtualMemory scratch_memory_;

@@ -1,0 +1,10 @@
+# CPU op implementations (one file per op family), relative to src/.
+list(APPEND TESSERA_CPU_OP_SOURCES
+  backends/cpu/ops/ops.cpp
+  backends/cpu/ops/binary.cpp
+  backends/cpu/ops/copy.cpp
+  backends/cpu/ops/get_rows.cpp
+  backends/cpu/ops/map.cpp
+  backends/cpu/ops/mul_mat.cpp
+  backends/cpu/ops/norm.cpp
+)

@@ -1,0 +1,3 @@
+# Tokenizers, relative to src/.
+list(APPEND TESSERA_TEXT_SOURCES
+)

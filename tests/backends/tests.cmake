@@ -1,0 +1,1 @@
+# Unit tests of the CPU backend's kernels, repacking and ISA dispatch.

@@ -1,0 +1,1 @@
+# Tokenizer tests against ../shared/fixtures/tokenizer.
