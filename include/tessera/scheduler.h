@@ -62,7 +62,8 @@ class Scheduler {
   std::unordered_map<const Tensor*, Device*> pinned_;
   std::vector<Split> splits_;
   std::unordered_map<Device*, std::unique_ptr<Stream>> streams_;
-  std::unordered_map<Device*, std::unique_ptr<Event>> events_;
+  std::unordered_map<Device*, std::unique_ptr<Event>> events_;       // after each split
+  std::unordered_map<Device*, std::unique_ptr<Event>> copy_events_;  // after async copies
   GraphAllocator allocator_;
   GraphAllocator::Stats stats_;
   Graph* graph_ = nullptr;

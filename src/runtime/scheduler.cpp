@@ -218,19 +218,33 @@ void Scheduler::compute() {
   TESSERA_CHECK(graph_ != nullptr, "compute() before allocate()");
   for (const Split& s : splits_) {
     Stream& stream = stream_for(*s.device);
+    std::vector<Device*> read_async;  // devices whose memory this split's stream reads
     for (Tensor* copy : s.copies) {
       const Tensor& src = *copy->src[0];
       Device* from = device_of(root_of(&src));
-      const bool async = from != nullptr && from != s.device && from->caps().async &&
-                         from->caps().events && s.device->caps().async &&
-                         s.device->caps().events && events_.contains(from);
+      // Device to device, both asynchronous with events: queue the copy
+      // behind the producer's last recorded work, without the host waiting.
+      const bool async = from != nullptr && from != s.device && s.device->caps().async &&
+                         from->caps().async && from->caps().events && events_.contains(from);
       if (async) {
         stream.wait(*events_.at(from));
-        if (stream.copy_tensor_async(src, *copy)) continue;
+        if (stream.copy_tensor_async(src, *copy)) {
+          if (std::find(read_async.begin(), read_async.end(), from) == read_async.end()) {
+            read_async.push_back(from);
+          }
+          continue;
+        }
       }
       if (from != nullptr && streams_.contains(from)) streams_.at(from)->synchronize();
       stream.synchronize();
       copy_tensor(src, *copy);
+    }
+    // The producers must not reuse the memory these copies read before they ran.
+    if (!read_async.empty()) {
+      auto& ev = copy_events_[s.device];
+      if (ev == nullptr) ev = s.device->make_event();
+      stream.record(*ev);
+      for (Device* from : read_async) stream_for(*from).wait(*ev);
     }
     stream.compute(s.nodes);
     if (s.device->caps().events) {

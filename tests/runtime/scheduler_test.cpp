@@ -8,6 +8,8 @@
 #include <cmath>
 #include <random>
 
+#include "backends/cpu/cpu_backend.h"
+#include "runtime/async_device.h"
 #include "tessera/buffer.h"
 #include "tessera/error.h"
 #include "tessera/half.h"
@@ -114,14 +116,14 @@ int count_on(const Scheduler& s, std::string_view device, Op op) {
 }
 
 TEST_F(SchedulerTest, HostWeightsOffloadToBlasOnlyForBigBatches) {
-  SCOPED_TRACE(testing::Message() << "seed " << seed_);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   Mlp mlp(cpu_.buffer_type(), seed_);
   Device& blas = rt_->device("BLAS0");
   Scheduler both({&blas, &cpu_});
   Scheduler cpu_only({&cpu_});
   std::mt19937 rng(seed_ + 1);
   for (int64_t batch : {64, 1}) {
-    SCOPED_TRACE(testing::Message() << "batch " << batch);
+    SCOPED_TRACE(::testing::Message() << "batch " << batch);
     const auto in = random_floats(static_cast<size_t>(kIn * batch), rng);
     const auto ref = run(cpu_only, mlp, batch, in);
     EXPECT_EQ(cpu_only.splits().size(), 1u);
@@ -142,7 +144,7 @@ TEST_F(SchedulerTest, HostWeightsOffloadToBlasOnlyForBigBatches) {
 }
 
 TEST_F(SchedulerTest, WeightsInBlasBufferRunThereAndAreCopiedForTheCpu) {
-  SCOPED_TRACE(testing::Message() << "seed " << seed_);
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
   Device& blas = rt_->device("BLAS0");
   Mlp host(cpu_.buffer_type(), seed_);
   Mlp converted(blas.weights_buffer_type(), seed_);
@@ -196,6 +198,49 @@ TEST(SchedulerErrors, DeviceListMustEndWithCpu) {
   auto rt = make_runtime(false);
   if (rt->find_backend("BLAS") == nullptr) GTEST_SKIP();
   EXPECT_THROW(Scheduler({&rt->device("BLAS0")}), Error);
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Two asynchronous devices with events and a CPU: copies between the two run
+// asynchronously behind events; copies to and from the CPU synchronously.
+TEST(SchedulerAsync, CopiesBetweenAsyncDevicesWaitOnEvents) {
+  testing::AsyncDevice dev0(0), dev1(1);
+  cpu::CpuBackend cpu_backend(2);
+  Device& cpu = cpu_backend.device(0);
+  Scheduler sched({&dev0, &dev1, &cpu});
+  for (int pass = 0; pass < 3; ++pass) {
+    Graph g;
+    const int64_t n = 1000;
+    Tensor* x = g.new_tensor(DType::kF32, {n}, "x");
+    x->flags |= kFlagInput;
+    Tensor* a = ops::scale(g, x, 2.0f, 1.0f);
+    Tensor* b = ops::scale(g, a, -0.5f, 0.25f);
+    Tensor* c = ops::relu(g, b);
+    Tensor* d = ops::scale(g, c, 3.0f, 0.0f);
+    d->flags |= kFlagOutput;
+    g.expand(d);
+    sched.pin(a, dev0);
+    sched.pin(b, dev1);
+    sched.pin(d, dev0);
+    sched.allocate(g);
+    ASSERT_EQ(sched.splits().size(), 4u) << sched.describe();
+    std::vector<float> in(n);
+    for (int64_t i = 0; i < n; ++i) in[i] = std::sin(0.37f * i + pass);
+    x->buffer->set_tensor(*x, in.data());
+    sched.compute();
+    EXPECT_GE(dev1.last_stream->async_copies, 1) << "a -> ASYNC1 should be an async copy";
+    std::vector<float> out(n);
+    d->buffer->get_tensor(*d, out.data());
+    for (int64_t i = 0; i < n; ++i) {
+      const float expect = 3.0f * std::max(0.0f, -0.5f * (2.0f * in[i] + 1.0f) + 0.25f);
+      ASSERT_NEAR(out[i], expect, 1e-5f) << "pass " << pass << " i " << i;
+    }
+  }
 }
 
 }  // namespace

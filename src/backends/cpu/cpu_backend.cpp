@@ -26,7 +26,8 @@ class CpuStream final : public Stream {
   void synchronize() override {}
   void compute(std::span<Tensor* const> nodes) override { device_.compute(nodes); }
   void record(Event&) override {}
-  void wait(Event&) override {}
+  // CPU work runs as it is queued, so waiting means the host waits now.
+  void wait(Event& event) override { event.synchronize(); }
 
  private:
   CpuDevice& device_;
