@@ -1,0 +1,121 @@
+// Helpers for the tokenizer tests: the shared folder, small vocabularies
+// written with gguf::Writer, and printable renderings of text and ids.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tessera/gguf.h"
+#include "tessera/tokenizer.h"
+#include "text/unicode.h"
+
+namespace tessera::text::testing {
+
+inline std::filesystem::path shared_dir() {
+  if (const char* env = std::getenv("TESSERA_SHARED_DIR"); env != nullptr && *env != '\0') {
+    return env;
+  }
+  return TESSERA_SHARED_DIR;
+}
+
+inline std::filesystem::path fixture_dir() {
+  return shared_dir() / "fixtures" / "tokenizer";
+}
+
+inline std::string read_file(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Bytes as a C-like literal: printable ASCII kept, the rest as \xNN.
+inline std::string escaped(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7F && c != '\\') {
+      out += c;
+    } else {
+      out += fmt::format("\\x{:02x}", u);
+    }
+  }
+  return out;
+}
+
+inline std::string joined(const std::vector<TokenId>& ids) {
+  return fmt::format("{}", fmt::join(ids, " "));
+}
+
+// A tokenizer over bytes written in memory; the bytes outlive the File only
+// as long as the parse, which is all from_gguf() needs.
+inline Tokenizer tokenizer_from(const gguf::Writer& w) {
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const gguf::File file = gguf::File::from_bytes(bytes, "test.gguf");
+  return Tokenizer::from_gguf(file);
+}
+
+// The 256 `<0xNN>` byte tokens, in order.
+inline std::vector<std::string> byte_tokens() {
+  std::vector<std::string> out;
+  for (int b = 0; b < 256; ++b) out.push_back(fmt::format("<0x{:02X}>", b));
+  return out;
+}
+
+// A small llama (SPM) vocabulary: <unk> <s> </s>, 256 byte tokens, then
+// `pieces` with `scores`.
+inline gguf::Writer spm_writer(const std::vector<std::string>& pieces,
+                               const std::vector<float>& scores) {
+  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
+  std::vector<float> all_scores(3, 0.0f);
+  std::vector<int32_t> types = {2, 3, 3};
+  for (const std::string& b : byte_tokens()) {
+    tokens.push_back(b);
+    all_scores.push_back(0.0f);
+    types.push_back(6);
+  }
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    tokens.push_back(pieces[i]);
+    all_scores.push_back(scores[i]);
+    types.push_back(1);
+  }
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("tokenizer.ggml.model", "llama");
+  w.set_array_strings("tokenizer.ggml.tokens", tokens);
+  w.set_array_f32("tokenizer.ggml.scores", all_scores);
+  w.set_array_i32("tokenizer.ggml.token_type", types);
+  return w;
+}
+
+// A small gpt2 (byte-level BPE) vocabulary: the 256 byte-level characters,
+// then `extra` tokens, with `merges` in rank order.
+inline gguf::Writer bpe_writer(const std::vector<std::string>& extra,
+                               const std::vector<std::string>& merges,
+                               std::optional<std::string> pre = "gpt-2") {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) {
+    std::string t;
+    append_utf8(t, byte_to_code_point(static_cast<uint8_t>(b)));
+    tokens.push_back(t);
+  }
+  tokens.insert(tokens.end(), extra.begin(), extra.end());
+  gguf::Writer w;
+  w.set_string("general.architecture", "gpt2");
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  if (pre) w.set_string("tokenizer.ggml.pre", *pre);
+  w.set_array_strings("tokenizer.ggml.tokens", tokens);
+  w.set_array_i32("tokenizer.ggml.token_type", std::vector<int32_t>(tokens.size(), 1));
+  w.set_array_strings("tokenizer.ggml.merges", merges);
+  return w;
+}
+
+}  // namespace tessera::text::testing
