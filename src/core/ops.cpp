@@ -1,16 +1,13 @@
 #include "tessera/ops.h"
 
+#include "core/ops_check.h"
 #include "tessera/error.h"
 
 namespace tessera::ops {
 namespace {
 
 using Shape = std::array<int64_t, kMaxDims>;
-
-[[noreturn]] void bad_input(Op op, const Tensor& a, const char* expected) {
-  fail(ErrorCategory::kInvalidArgument, "[{}] found {}, expected {}", op_name(op), a.describe(),
-       expected);
-}
+using detail::bad_input;
 
 Tensor* elementwise(Graph& g, Op op, Tensor* a, Tensor* b) {
   if (!can_repeat(*b, *a)) {

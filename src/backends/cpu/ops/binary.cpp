@@ -1,6 +1,7 @@
-// ADD, SUB, MUL, DIV on f32 with b broadcast over a (each of a's dims a
-// multiple of b's). Rows of a are split over the threads.
-#include "backends/cpu/ops/op.h"
+// ADD, SUB, MUL, DIV with b broadcast over a (each of a's dims a multiple of
+// b's). F32, F16 and BF16 in any mix and any strides; computed in f32 rows.
+// Rows of a are split over the threads.
+#include "backends/cpu/ops/rows.h"
 
 namespace tessera::cpu {
 namespace {
@@ -8,43 +9,59 @@ namespace {
 bool supports(const Tensor& node) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  return node.type == DType::kF32 && a.type == DType::kF32 && b.type == DType::kF32 &&
+  return writable_rows(node) && is_float_type(a.type) && is_float_type(b.type) &&
          can_repeat(b, a) && same_shape(node, a);
+}
+
+size_t work_size(const Tensor& node, int nth) {
+  return row_work_size(nth, 3, node.ne[0]);
 }
 
 template <class F>
 void apply(Tensor& node, const OpContext& ctx, F f) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
+  const int64_t n = node.ne[0];
+  const int64_t nb0 = b.ne[0];
+  float* sa = thread_row(ctx, 3, 0, n);
+  float* sb = thread_row(ctx, 3, 1, n);
+  float* sd = thread_row(ctx, 3, 2, n);
   const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
   for (int64_t row = r.begin; row < r.end; ++row) {
-    const int64_t i1 = row % node.ne[1];
-    const int64_t i2 = (row / node.ne[1]) % node.ne[2];
-    const int64_t i3 = row / (node.ne[1] * node.ne[2]);
-    const uint8_t* pa = row_ptr(a, i1, i2, i3);
-    const uint8_t* pb = row_ptr(b, i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]);
-    uint8_t* pd = row_ptr(node, i1, i2, i3);
-    for (int64_t i0 = 0; i0 < node.ne[0]; ++i0) {
-      const float x = *reinterpret_cast<const float*>(pa + i0 * static_cast<int64_t>(a.nb[0]));
-      const float y = *reinterpret_cast<const float*>(
-          pb + (i0 % b.ne[0]) * static_cast<int64_t>(b.nb[0]));
-      *reinterpret_cast<float*>(pd + i0 * static_cast<int64_t>(node.nb[0])) = f(x, y);
+    const RowIndex i = row_index(node, row);
+    const float* x = read_row(a, i, sa);
+    const float* y = read_row(b, i.i1 % b.ne[1], i.i2 % b.ne[2], i.i3 % b.ne[3], sb);
+    float* d = row_out(node, i, sd);
+    if (nb0 == n) {
+      for (int64_t k = 0; k < n; ++k) d[k] = f(x[k], y[k]);
+    } else {
+      for (int64_t k = 0; k < n; ++k) d[k] = f(x[k], y[k % nb0]);
     }
+    write_row(node, i, d);
   }
 }
 
 void compute(Tensor& node, const OpContext& ctx) {
   switch (node.op) {
-    case Op::kAdd: apply(node, ctx, [](float x, float y) { return x + y; }); break;
-    case Op::kSub: apply(node, ctx, [](float x, float y) { return x - y; }); break;
-    case Op::kMul: apply(node, ctx, [](float x, float y) { return x * y; }); break;
-    case Op::kDiv: apply(node, ctx, [](float x, float y) { return x / y; }); break;
-    default: break;
+    case Op::kAdd:
+      apply(node, ctx, [](float x, float y) { return x + y; });
+      break;
+    case Op::kSub:
+      apply(node, ctx, [](float x, float y) { return x - y; });
+      break;
+    case Op::kMul:
+      apply(node, ctx, [](float x, float y) { return x * y; });
+      break;
+    case Op::kDiv:
+      apply(node, ctx, [](float x, float y) { return x / y; });
+      break;
+    default:
+      break;
   }
 }
 
 }  // namespace
 
-extern const OpImpl kBinaryOp{supports, nullptr, compute};
+extern const OpImpl kBinaryOp{supports, work_size, compute};
 
 }  // namespace tessera::cpu

@@ -1,8 +1,9 @@
-// One-input elementwise ops on f32: SCALE, SQR, SQRT, CLAMP and the UNARY
-// functions; SWIGLU (silu(gate) * up) lives here too.
+// One-input elementwise ops: SCALE, SQR, SQRT, CLAMP and the UNARY functions;
+// SWIGLU (silu(gate) * up) lives here too. F32, F16 and BF16 in any mix and
+// any strides; computed in f32 rows split over the threads.
 #include <cmath>
 
-#include "backends/cpu/ops/op.h"
+#include "backends/cpu/ops/rows.h"
 
 namespace tessera::cpu {
 namespace {
@@ -13,17 +14,22 @@ constexpr float kGeluCoef = 0.044715f;
 float gelu(float x) {  // the tanh approximation, as ggml computes GELU
   return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCoef * x * x)));
 }
-float gelu_quick(float x) { return x / (1.0f + std::exp(-1.702f * x)); }
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
-float hardsigmoid(float x) { return std::fmin(1.0f, std::fmax(0.0f, (x + 3.0f) / 6.0f)); }
+float gelu_quick(float x) {
+  return x / (1.0f + std::exp(-1.702f * x));
+}
+float silu(float x) {
+  return x / (1.0f + std::exp(-x));
+}
+float hardsigmoid(float x) {
+  return std::fmin(1.0f, std::fmax(0.0f, (x + 3.0f) / 6.0f));
+}
 
-bool f32_same_shape(const Tensor& node) {
-  const Tensor& a = *node.src[0];
-  return node.type == DType::kF32 && a.type == DType::kF32 && same_shape(node, a);
+bool float_same_shape(const Tensor& node, const Tensor& a) {
+  return writable_rows(node) && is_float_type(a.type) && same_shape(node, a);
 }
 
 bool map_supports(const Tensor& node) {
-  if (!f32_same_shape(node)) return false;
+  if (!float_same_shape(node, *node.src[0])) return false;
   if (node.op == Op::kUnary) {
     const int32_t u = node.param_i32(0);
     return u >= 0 && u < static_cast<int32_t>(UnaryOp::kCount);
@@ -31,37 +37,55 @@ bool map_supports(const Tensor& node) {
   return true;
 }
 
+size_t map_work_size(const Tensor& node, int nth) {
+  return row_work_size(nth, 2, node.ne[0]);
+}
+
 template <class F>
 void apply(Tensor& node, const OpContext& ctx, F f) {
   const Tensor& a = *node.src[0];
+  const int64_t n = node.ne[0];
+  float* sa = thread_row(ctx, 2, 0, n);
+  float* sd = thread_row(ctx, 2, 1, n);
   const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
   for (int64_t row = r.begin; row < r.end; ++row) {
-    const int64_t i1 = row % node.ne[1];
-    const int64_t i2 = (row / node.ne[1]) % node.ne[2];
-    const int64_t i3 = row / (node.ne[1] * node.ne[2]);
-    const uint8_t* pa = row_ptr(a, i1, i2, i3);
-    uint8_t* pd = row_ptr(node, i1, i2, i3);
-    for (int64_t i0 = 0; i0 < node.ne[0]; ++i0) {
-      const float x = *reinterpret_cast<const float*>(pa + i0 * static_cast<int64_t>(a.nb[0]));
-      *reinterpret_cast<float*>(pd + i0 * static_cast<int64_t>(node.nb[0])) = f(x);
-    }
+    const RowIndex i = row_index(node, row);
+    const float* x = read_row(a, i, sa);
+    float* d = row_out(node, i, sd);
+    for (int64_t k = 0; k < n; ++k) d[k] = f(x[k]);
+    write_row(node, i, d);
   }
 }
 
 void apply_unary(Tensor& node, const OpContext& ctx) {
   const float p = node.param_f32(1);
   switch (static_cast<UnaryOp>(node.param_i32(0))) {
-    case UnaryOp::kGelu: apply(node, ctx, gelu); break;
-    case UnaryOp::kGeluQuick: apply(node, ctx, gelu_quick); break;
-    case UnaryOp::kSilu: apply(node, ctx, silu); break;
-    case UnaryOp::kRelu: apply(node, ctx, [](float x) { return x > 0.0f ? x : 0.0f; }); break;
+    case UnaryOp::kGelu:
+      apply(node, ctx, gelu);
+      break;
+    case UnaryOp::kGeluQuick:
+      apply(node, ctx, gelu_quick);
+      break;
+    case UnaryOp::kSilu:
+      apply(node, ctx, silu);
+      break;
+    case UnaryOp::kRelu:
+      apply(node, ctx, [](float x) { return x > 0.0f ? x : 0.0f; });
+      break;
     case UnaryOp::kLeakyRelu:
       apply(node, ctx, [p](float x) { return x > 0.0f ? x : p * x; });
       break;
-    case UnaryOp::kHardSigmoid: apply(node, ctx, hardsigmoid); break;
-    case UnaryOp::kHardSwish: apply(node, ctx, [](float x) { return x * hardsigmoid(x); }); break;
-    case UnaryOp::kTanh: apply(node, ctx, [](float x) { return std::tanh(x); }); break;
-    case UnaryOp::kCount: break;
+    case UnaryOp::kHardSigmoid:
+      apply(node, ctx, hardsigmoid);
+      break;
+    case UnaryOp::kHardSwish:
+      apply(node, ctx, [](float x) { return x * hardsigmoid(x); });
+      break;
+    case UnaryOp::kTanh:
+      apply(node, ctx, [](float x) { return std::tanh(x); });
+      break;
+    case UnaryOp::kCount:
+      break;
   }
 }
 
@@ -72,45 +96,54 @@ void map_compute(Tensor& node, const OpContext& ctx) {
       apply(node, ctx, [s, b](float x) { return s * x + b; });
       break;
     }
-    case Op::kSqr: apply(node, ctx, [](float x) { return x * x; }); break;
-    case Op::kSqrt: apply(node, ctx, [](float x) { return std::sqrt(x); }); break;
+    case Op::kSqr:
+      apply(node, ctx, [](float x) { return x * x; });
+      break;
+    case Op::kSqrt:
+      apply(node, ctx, [](float x) { return std::sqrt(x); });
+      break;
     case Op::kClamp: {
       const float lo = node.param_f32(0), hi = node.param_f32(1);
       apply(node, ctx, [lo, hi](float x) { return x < lo ? lo : (x > hi ? hi : x); });
       break;
     }
-    case Op::kUnary: apply_unary(node, ctx); break;
-    default: break;
+    case Op::kUnary:
+      apply_unary(node, ctx);
+      break;
+    default:
+      break;
   }
 }
 
 bool swiglu_supports(const Tensor& node) {
-  return f32_same_shape(node) && node.src[1]->type == DType::kF32 &&
-         same_shape(node, *node.src[1]);
+  return float_same_shape(node, *node.src[0]) && float_same_shape(node, *node.src[1]);
+}
+
+size_t swiglu_work_size(const Tensor& node, int nth) {
+  return row_work_size(nth, 3, node.ne[0]);
 }
 
 void swiglu_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& gate = *node.src[0];
   const Tensor& up = *node.src[1];
+  const int64_t n = node.ne[0];
+  float* sg = thread_row(ctx, 3, 0, n);
+  float* su = thread_row(ctx, 3, 1, n);
+  float* sd = thread_row(ctx, 3, 2, n);
   const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
   for (int64_t row = r.begin; row < r.end; ++row) {
-    const int64_t i1 = row % node.ne[1];
-    const int64_t i2 = (row / node.ne[1]) % node.ne[2];
-    const int64_t i3 = row / (node.ne[1] * node.ne[2]);
-    const uint8_t* pg = row_ptr(gate, i1, i2, i3);
-    const uint8_t* pu = row_ptr(up, i1, i2, i3);
-    uint8_t* pd = row_ptr(node, i1, i2, i3);
-    for (int64_t i0 = 0; i0 < node.ne[0]; ++i0) {
-      const float g = *reinterpret_cast<const float*>(pg + i0 * static_cast<int64_t>(gate.nb[0]));
-      const float u = *reinterpret_cast<const float*>(pu + i0 * static_cast<int64_t>(up.nb[0]));
-      *reinterpret_cast<float*>(pd + i0 * static_cast<int64_t>(node.nb[0])) = silu(g) * u;
-    }
+    const RowIndex i = row_index(node, row);
+    const float* g = read_row(gate, i, sg);
+    const float* u = read_row(up, i, su);
+    float* d = row_out(node, i, sd);
+    for (int64_t k = 0; k < n; ++k) d[k] = silu(g[k]) * u[k];
+    write_row(node, i, d);
   }
 }
 
 }  // namespace
 
-extern const OpImpl kMapOp{map_supports, nullptr, map_compute};
-extern const OpImpl kSwigluOp{swiglu_supports, nullptr, swiglu_compute};
+extern const OpImpl kMapOp{map_supports, map_work_size, map_compute};
+extern const OpImpl kSwigluOp{swiglu_supports, swiglu_work_size, swiglu_compute};
 
 }  // namespace tessera::cpu

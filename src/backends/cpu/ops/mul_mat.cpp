@@ -1,42 +1,101 @@
-// MUL_MAT, scalar reference: dst[i, j] = sum_k w[k, i] * x[k, j] per batch,
-// weights broadcast over dims 2 and 3. Each thread takes a range of weight
+// MUL_MAT: dst[i, j] = sum_k w[k, i] * x[k, j] per batch, weights broadcast
+// over dims 2 and 3.
+//
+// Fast path (a tier with a kernel for the weight layout, kernels/kernels.h):
+//  1. the f32 activations are converted ONCE into scratch (Q8 / Q8_K blocks
+//     for quantized weights; float weights read them as they are);
+//  2. the (batch, row block, column block) chunks go to the kernels.
+// GEMV-like shapes (<= 8 columns): each thread converts the columns itself
+// (a few microseconds) and takes a static share of rows: no barrier at all.
+// GEMM: the threads split the conversion, meet at one barrier, then take
+// chunks from an atomic counter.
+// Ref path (the ref tier, or no kernel): each thread takes a range of weight
 // rows, converts each row to f32 once and dots it with every input column.
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/repack.h"
 #include "backends/cpu/ops/op.h"
 
 namespace tessera::cpu {
 namespace {
+
+constexpr size_t kLine = 64;         // keeps per-thread scratch on its own cache lines
+constexpr int64_t kStaticCols = 8;   // up to this many columns: static split of rows
+constexpr int64_t kChunkRows = 64;   // GEMM chunk: 4 panels ...
+constexpr int64_t kChunkCols = 64;   // ... by 64 columns (Q4_0, K 4096: 147 KB + 320 KB)
+
+size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
 bool supports(const Tensor& node) {
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
   const DTypeInfo& wi = dtype_info(w.type);
   return node.type == DType::kF32 && x.type == DType::kF32 && wi.has_dequantize &&
-         w.nb[0] == wi.block_bytes && x.nb[0] == sizeof(float) && node.nb[0] == sizeof(float) &&
-         w.ne[0] == x.ne[0] && x.ne[2] % w.ne[2] == 0 && x.ne[3] % w.ne[3] == 0 &&
-         node.ne[0] == w.ne[1] && node.ne[1] == x.ne[1] && node.ne[2] == x.ne[2] &&
-         node.ne[3] == x.ne[3];
+         w.nb[0] == wi.block_bytes && !is_view_of_repacked(w) && x.nb[0] == sizeof(float) &&
+         node.nb[0] == sizeof(float) && w.ne[0] == x.ne[0] && x.ne[2] % w.ne[2] == 0 &&
+         x.ne[3] % w.ne[3] == 0 && node.ne[0] == w.ne[1] && node.ne[1] == x.ne[1] &&
+         node.ne[2] == x.ne[2] && node.ne[3] == x.ne[3];
 }
 
-constexpr size_t kLine = 64;  // keep each thread's scratch on its own cache lines
+// The tier's kernel for w's type and layout; null when it has none.
+const MatKernel* fast_kernel(const Kernels* k, const Tensor& w) {
+  if (k == nullptr) return nullptr;
+  const MatKernel* mk = nullptr;
+  switch (w.type) {
+    case DType::kF32: mk = &k->f32; break;
+    case DType::kF16: mk = &k->f16; break;
+    case DType::kBF16: mk = &k->bf16; break;
+    case DType::kQ4_0: mk = is_repacked(w) ? &k->q4_0_panel : &k->q4_0; break;
+    case DType::kQ8_0: mk = is_repacked(w) ? &k->q8_0_panel : &k->q8_0; break;
+    case DType::kQ4_1: mk = &k->q4_1; break;
+    case DType::kQ5_0: mk = &k->q5_0; break;
+    case DType::kQ5_1: mk = &k->q5_1; break;
+    case DType::kQ4_K: mk = &k->q4_k; break;
+    case DType::kQ6_K: mk = &k->q6_k; break;
+    default: break;
+  }
+  return mk != nullptr && *mk ? mk : nullptr;
+}
 
-size_t row_scratch(const Tensor& node) {
-  const size_t bytes = static_cast<size_t>(node.src[0]->ne[0]) * sizeof(float);
-  return (bytes + kLine - 1) / kLine * kLine;
+// Bytes of one converted activation column of k elements.
+size_t act_bytes(ActFormat act, int64_t k) {
+  switch (act) {
+    case ActFormat::kF32: return 0;
+    case ActFormat::kQ8: return static_cast<size_t>(k / kQK) * sizeof(BlockQ8);
+    case ActFormat::kQ8K: return static_cast<size_t>(k / kQKK) * sizeof(block_q8_K);
+  }
+  return 0;
+}
+
+size_t ref_row_scratch(const Tensor& node) {
+  return round_up(static_cast<size_t>(node.src[0]->ne[0]) * sizeof(float), kLine);
+}
+
+// Converted activations of all columns; GEMV shapes keep one copy per thread.
+size_t act_total(const Tensor& x, ActFormat act) {
+  return round_up(act_bytes(act, x.ne[0]) * static_cast<size_t>(x.n_rows()), kLine);
 }
 
 size_t work_size(const Tensor& node, int nth) {
-  return row_scratch(node) * static_cast<size_t>(nth);
+  // Any tier may run the node: room for the ref path or the converted activations.
+  const Tensor& x = *node.src[1];
+  const DType wt = node.src[0]->type;
+  const ActFormat act = wt == DType::kQ4_K || wt == DType::kQ6_K ? ActFormat::kQ8K : ActFormat::kQ8;
+  const size_t copies = x.ne[1] <= kStaticCols ? static_cast<size_t>(nth) : 1;
+  const size_t fast = kLine + act_total(x, act) * copies;
+  return std::max(ref_row_scratch(node) * static_cast<size_t>(nth), fast);
 }
 
-void compute(Tensor& node, const OpContext& ctx) {
+void compute_ref(Tensor& node, const OpContext& ctx) {
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
   const int64_t k = w.ne[0];
   const int64_t r2 = x.ne[2] / w.ne[2];
   const int64_t r3 = x.ne[3] / w.ne[3];
-  float* wrow = reinterpret_cast<float*>(ctx.work + row_scratch(node) * static_cast<size_t>(ctx.ith));
+  float* wrow = reinterpret_cast<float*>(ctx.work + ref_row_scratch(node) * static_cast<size_t>(ctx.ith));
   // Work items: (weight row, weight batch) pairs.
   const int64_t items = w.ne[1] * w.ne[2] * w.ne[3];
   const Range r = split_rows(items, ctx.ith, ctx.nth);
@@ -44,7 +103,7 @@ void compute(Tensor& node, const OpContext& ctx) {
     const int64_t i = item % w.ne[1];
     const int64_t w2 = (item / w.ne[1]) % w.ne[2];
     const int64_t w3 = item / (w.ne[1] * w.ne[2]);
-    row_to_float(w.type, row_ptr(w, i, w2, w3), wrow, k);
+    read_row_f32(w, i, w2, w3, wrow);
     for (int64_t x3 = w3 * r3; x3 < (w3 + 1) * r3; ++x3) {
       for (int64_t x2 = w2 * r2; x2 < (w2 + 1) * r2; ++x2) {
         for (int64_t j = 0; j < x.ne[1]; ++j) {
@@ -55,6 +114,121 @@ void compute(Tensor& node, const OpContext& ctx) {
         }
       }
     }
+  }
+}
+
+// Phase 1: activation rows (j, x2, x3) -> column j + ne1 * (x2 + ne2 * x3) of `act`;
+// rows [r.begin, r.end) of them.
+void convert_activations(const Tensor& x, const Kernels& k, ActFormat fmt, uint8_t* act, Range r) {
+  const size_t bytes = act_bytes(fmt, x.ne[0]);
+  for (int64_t q = r.begin; q < r.end; ++q) {
+    const int64_t j = q % x.ne[1];
+    const int64_t x2 = (q / x.ne[1]) % x.ne[2];
+    const int64_t x3 = q / (x.ne[1] * x.ne[2]);
+    const auto* src = reinterpret_cast<const float*>(row_ptr(x, j, x2, x3));
+    uint8_t* dst = act + static_cast<size_t>(q) * bytes;
+    if (fmt == ActFormat::kQ8) {
+      k.quantize_q8(src, reinterpret_cast<BlockQ8*>(dst), x.ne[0]);
+    } else {
+      k.quantize_q8_k(src, reinterpret_cast<block_q8_K*>(dst), x.ne[0]);
+    }
+  }
+}
+
+// How phase 2 cuts the output: chunks of `rows` x `cols` per batch, rows
+// fastest (a thread's consecutive chunks share activation columns).
+struct Chunks {
+  int64_t rows, cols, per_row_block, per_batch, total;
+  bool dynamic;
+};
+
+Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth) {
+  Chunks c{};
+  c.dynamic = n > kStaticCols;
+  if (!c.dynamic) {  // GEMV: each thread one contiguous run of rows (multiple of 16)
+    c.cols = std::max<int64_t>(n, 1);
+    const int64_t per = (m + nth - 1) / nth;
+    c.rows = std::max<int64_t>(kPanelRows, (per + kPanelRows - 1) / kPanelRows * kPanelRows);
+  } else {  // GEMM: >= 4 chunks per thread when the shape allows
+    c.cols = std::min(n, kChunkCols);
+    c.rows = kChunkRows;
+    const int64_t col_blocks = (n + c.cols - 1) / c.cols;
+    while (c.rows > kPanelRows && batches * col_blocks * ((m + c.rows - 1) / c.rows) < 4 * nth) {
+      c.rows /= 2;
+    }
+  }
+  c.per_row_block = (m + c.rows - 1) / c.rows;
+  c.per_batch = c.per_row_block * ((n + c.cols - 1) / c.cols);
+  c.total = batches * c.per_batch;
+  return c;
+}
+
+void run_chunk(Tensor& node, const MatKernel& mk, const uint8_t* act, const Chunks& ch,
+               int64_t index) {
+  const Tensor& w = *node.src[0];
+  const Tensor& x = *node.src[1];
+  const int64_t b = index / ch.per_batch;
+  const int64_t rb = index % ch.per_batch % ch.per_row_block;
+  const int64_t cb = index % ch.per_batch / ch.per_row_block;
+  const int64_t x2 = b % x.ne[2], x3 = b / x.ne[2];
+  const int64_t w2 = x2 / (x.ne[2] / w.ne[2]), w3 = x3 / (x.ne[3] / w.ne[3]);
+  const int64_t r0 = rb * ch.rows, c0 = cb * ch.cols;
+
+  MatArgs a;
+  a.k = w.ne[0];
+  a.rows = std::min(ch.rows, w.ne[1] - r0);
+  a.cols = std::min(ch.cols, x.ne[1] - c0);
+  if (is_repacked(w)) {
+    const PanelLayout l = panel_layout(w);
+    a.w = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(w2 + w3 * w.ne[2]) * l.matrix_bytes +
+          static_cast<size_t>(r0 / kPanelRows) * l.panel_bytes;
+    a.w_stride = l.panel_bytes;
+  } else {
+    a.w = row_ptr(w, r0, w2, w3);
+    a.w_stride = w.nb[1];
+  }
+  if (mk.act == ActFormat::kF32) {
+    a.x = row_ptr(x, c0, x2, x3);
+    a.x_stride = x.nb[1];
+  } else {
+    const size_t bytes = act_bytes(mk.act, a.k);
+    a.x = act + static_cast<size_t>(b * x.ne[1] + c0) * bytes;
+    a.x_stride = bytes;
+  }
+  a.out = reinterpret_cast<float*>(element_ptr(node, r0, c0, x2, x3));
+  a.out_stride = node.nb[1];
+  mk.run(a);
+}
+
+void compute(Tensor& node, const OpContext& ctx) {
+  const Tensor& w = *node.src[0];
+  const Tensor& x = *node.src[1];
+  const MatKernel* mk = fast_kernel(ctx.kernels, w);
+  if (mk == nullptr) {
+    compute_ref(node, ctx);
+    return;
+  }
+  const Chunks ch = plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], ctx.nth);
+  const bool convert = mk->act != ActFormat::kF32;
+  if (!ch.dynamic) {
+    // GEMV: each thread converts the few columns itself, into its own copy,
+    // so threads never wait for each other; then a static split of rows.
+    uint8_t* act = ctx.work + kLine + act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
+    if (convert) convert_activations(x, *ctx.kernels, mk->act, act, {0, x.n_rows()});
+    for (int64_t i = ctx.ith; i < ch.total; i += ctx.nth) run_chunk(node, *mk, act, ch, i);
+    return;
+  }
+  // GEMM: rows converted once, split over the threads; chunks from a counter.
+  uint8_t* act = ctx.work + kLine;
+  std::atomic_ref<int64_t> next(*reinterpret_cast<int64_t*>(ctx.work));
+  if (convert) {
+    convert_activations(x, *ctx.kernels, mk->act, act, split_rows(x.n_rows(), ctx.ith, ctx.nth));
+  }
+  if (ctx.ith == 0) next.store(0, std::memory_order_relaxed);
+  ctx.sync();
+  for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < ch.total;
+       i = next.fetch_add(1, std::memory_order_relaxed)) {
+    run_chunk(node, *mk, act, ch, i);
   }
 }
 

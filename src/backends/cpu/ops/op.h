@@ -11,12 +11,15 @@
 
 namespace tessera::cpu {
 
+struct Kernels;
+
 struct OpContext {
   int ith = 0;
   int nth = 1;
   uint8_t* work = nullptr;  // scratch shared by all threads, work_size() bytes
   size_t work_size = 0;
   Barrier* barrier = nullptr;
+  const Kernels* kernels = nullptr;  // the device's ISA tier (kernels/kernels.h); null: ref
   void sync() const { barrier->arrive_and_wait(); }
 };
 

@@ -16,6 +16,21 @@ extern const OpImpl kMapOp;
 extern const OpImpl kSwigluOp;
 extern const OpImpl kNormOp;
 extern const OpImpl kMulMatOp;
+extern const OpImpl kRopeOp;
+extern const OpImpl kSoftMaxOp;
+extern const OpImpl kDiagMaskInfOp;
+extern const OpImpl kFlashAttnExtOp;
+extern const OpImpl kConcatOp;
+extern const OpImpl kRepeatOp;
+extern const OpImpl kPadOp;
+extern const OpImpl kAccOp;
+extern const OpImpl kSumRowsOp;
+extern const OpImpl kArgsortOp;
+extern const OpImpl kArangeOp;
+extern const OpImpl kTimestepEmbeddingOp;
+extern const OpImpl kIm2ColOp;
+extern const OpImpl kPool2dOp;
+extern const OpImpl kUpscaleOp;
 
 const OpImpl* find_op(Op op) {
   switch (op) {
@@ -38,10 +53,28 @@ const OpImpl* find_op(Op op) {
     case Op::kUnary: return &kMapOp;
     case Op::kSwiglu: return &kSwigluOp;
     case Op::kNorm:
-    case Op::kRmsNorm: return &kNormOp;
+    case Op::kRmsNorm:
+    case Op::kGroupNorm: return &kNormOp;
     case Op::kMulMat: return &kMulMatOp;
-    default: return nullptr;
+    case Op::kRope: return &kRopeOp;
+    case Op::kSoftMax: return &kSoftMaxOp;
+    case Op::kDiagMaskInf: return &kDiagMaskInfOp;
+    case Op::kFlashAttnExt: return &kFlashAttnExtOp;
+    case Op::kConcat: return &kConcatOp;
+    case Op::kRepeat: return &kRepeatOp;
+    case Op::kPad: return &kPadOp;
+    case Op::kAcc: return &kAccOp;
+    case Op::kSumRows: return &kSumRowsOp;
+    case Op::kArgsort: return &kArgsortOp;
+    case Op::kArange: return &kArangeOp;
+    case Op::kTimestepEmbedding: return &kTimestepEmbeddingOp;
+    case Op::kIm2Col: return &kIm2ColOp;
+    case Op::kPool2d: return &kPool2dOp;
+    case Op::kUpscale: return &kUpscaleOp;
+    case Op::kNone:
+    case Op::kCount: return nullptr;
   }
+  return nullptr;
 }
 
 bool cpu_supports(const Tensor& node) {

@@ -1,0 +1,245 @@
+// Attention: ROPE (normal and NeoX, partial dims, frequency factors, YaRN,
+// f16, views) and FLASH_ATTN_EXT (grouped-query heads, masks, ALiBi, softcap,
+// K/V in f32, f16, bf16, Q8_0 and Q4_0, permuted and cache-view inputs).
+#include <cmath>
+#include <limits>
+
+#include "conformance/op_test.h"
+
+namespace tessera::conformance {
+namespace {
+
+using Shape = std::array<int64_t, kMaxDims>;
+
+// ---- naive references ------------------------------------------------------------------
+
+double yarn_corr_dim(int n_dims, int n_ctx_orig, double n_rot, double base) {
+  return n_dims * std::log(n_ctx_orig / (n_rot * 2.0 * M_PI)) / (2.0 * std::log(base));
+}
+
+std::vector<double> naive_rope(const Tensor& node, const HostValues& in) {
+  const Tensor& a = *node.src[0];
+  const Tensor& pos = *node.src[1];
+  const Tensor* ff = node.src[2];
+  const ops::RopeParams p = ops::rope_params(node);
+  const int64_t half = p.n_dims / 2;
+  const bool neox = p.mode == ops::RopeMode::kNeox;
+  const double low =
+      std::max(0.0, std::floor(yarn_corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base)));
+  const double high = std::min<double>(
+      p.n_dims - 1, std::ceil(yarn_corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base)));
+  std::vector<double> out;
+  for_each_index({1, a.ne[1], a.ne[2], a.ne[3]}, [&](int64_t, int64_t i1, int64_t i2, int64_t i3) {
+    std::vector<double> x(static_cast<size_t>(a.ne[0]));
+    for (int64_t i0 = 0; i0 < a.ne[0]; ++i0) x[static_cast<size_t>(i0)] = in.at(a, i0, i1, i2, i3);
+    std::vector<double> y = x;
+    const double position = in.at(pos, i2, 0, 0, 0);
+    for (int64_t k = 0; k < half; ++k) {
+      const double factor = ff ? in.at(*ff, k, 0, 0, 0) : 1.0;
+      const double extrap = position * std::pow(p.freq_base, -2.0 * k / p.n_dims) / factor;
+      const double interp = p.freq_scale * extrap;
+      double theta = interp, mscale = p.attn_factor;
+      if (p.ext_factor != 0.0f) {
+        const double ramp =
+            (1.0 - std::clamp((k - low) / std::max(0.001, high - low), 0.0, 1.0)) * p.ext_factor;
+        theta = interp * (1.0 - ramp) + extrap * ramp;
+        mscale *= 1.0 + 0.1 * std::log(1.0 / p.freq_scale);
+      }
+      const size_t j0 = static_cast<size_t>(neox ? k : 2 * k);
+      const size_t j1 = static_cast<size_t>(neox ? k + half : 2 * k + 1);
+      const double c = std::cos(theta) * mscale, s = std::sin(theta) * mscale;
+      y[j0] = x[j0] * c - x[j1] * s;
+      y[j1] = x[j0] * s + x[j1] * c;
+    }
+    out.insert(out.end(), y.begin(), y.end());
+  });
+  return out;
+}
+
+// Plain softmax(q.k * scale [softcapped] + slope * mask) . v per query row, in double.
+std::vector<double> naive_flash_attn(const Tensor& node, const HostValues& in) {
+  const Tensor& q = *node.src[0];
+  const Tensor& k = *node.src[1];
+  const Tensor& v = *node.src[2];
+  const Tensor* mask = node.src[3];
+  const double scale = node.param_f32(0), max_bias = node.param_f32(1), softcap = node.param_f32(2);
+  const int64_t n_kv = k.ne[1], dv = v.ne[0];
+  std::vector<double> out;
+  // Output rows: (head, query, batch).
+  for_each_index({1, node.ne[1], node.ne[2], node.ne[3]},
+                 [&](int64_t, int64_t h, int64_t iq, int64_t b) {
+                   const int64_t hk = h / (q.ne[2] / k.ne[2]), bk = b / (q.ne[3] / k.ne[3]);
+                   std::vector<double> s(static_cast<size_t>(n_kv));
+                   double max = -std::numeric_limits<double>::infinity();
+                   for (int64_t ic = 0; ic < n_kv; ++ic) {
+                     double dot = 0.0;
+                     for (int64_t j = 0; j < q.ne[0]; ++j)
+                       dot += in.at(q, j, iq, h, b) * in.at(k, j, ic, hk, bk);
+                     double score = dot * scale;
+                     if (softcap > 0.0) score = softcap * std::tanh(score / softcap);
+                     if (mask) {
+                       score += naive_alibi(max_bias, h, q.ne[2]) *
+                                in.at(*mask, ic, iq, h % mask->ne[2], b % mask->ne[3]);
+                     }
+                     s[static_cast<size_t>(ic)] = score;
+                     max = std::max(max, score);
+                   }
+                   double sum = 0.0;
+                   for (double& x : s) sum += (x = std::isinf(x) ? 0.0 : std::exp(x - max));
+                   for (int64_t j = 0; j < dv; ++j) {
+                     double acc = 0.0;
+                     for (int64_t ic = 0; ic < n_kv; ++ic)
+                       acc += s[static_cast<size_t>(ic)] * in.at(v, j, ic, hk, bk);
+                     out.push_back(sum > 0.0 ? acc / sum : 0.0);
+                   }
+                 });
+  return out;
+}
+
+// ---- cases ----------------------------------------------------------------------------
+
+struct RopeCase {
+  std::string name;
+  DType type;
+  Shape ne;  // [head_dim, heads, tokens, ne3]
+  ops::RopeParams p;
+  bool freq_factors;
+};
+
+std::vector<Case> rope_cases() {
+  auto params = [](int n_dims, ops::RopeMode mode) {
+    ops::RopeParams p;
+    p.n_dims = n_dims;
+    p.mode = mode;
+    return p;
+  };
+  ops::RopeParams yarn = params(64, ops::RopeMode::kNeox);
+  yarn.n_ctx_orig = 512;
+  yarn.freq_scale = 0.25f;
+  yarn.ext_factor = 1.0f;
+  yarn.attn_factor = 0.9f;
+  ops::RopeParams linear = params(32, ops::RopeMode::kNormal);
+  linear.freq_base = 500000.0f;
+  linear.freq_scale = 0.5f;
+  const RopeCase shapes[] = {
+      {"normal_full", DType::kF32, {64, 3, 5, 1}, params(64, ops::RopeMode::kNormal), false},
+      {"neox_full", DType::kF32, {64, 3, 5, 1}, params(64, ops::RopeMode::kNeox), false},
+      {"normal_partial", DType::kF32, {40, 2, 7, 2}, params(20, ops::RopeMode::kNormal), false},
+      {"neox_partial", DType::kF32, {40, 2, 7, 1}, params(24, ops::RopeMode::kNeox), false},
+      {"normal_freq_factors", DType::kF32, {32, 4, 3, 1}, params(32, ops::RopeMode::kNormal), true},
+      {"neox_freq_factors_partial",
+       DType::kF32,
+       {48, 2, 3, 1},
+       params(32, ops::RopeMode::kNeox),
+       true},
+      {"yarn_neox", DType::kF32, {64, 2, 6, 1}, yarn, false},
+      {"linear_scaled_base", DType::kF32, {32, 3, 4, 1}, linear, false},
+      {"f16_normal", DType::kF16, {32, 3, 5, 1}, params(32, ops::RopeMode::kNormal), false},
+      {"f16_neox_partial", DType::kF16, {32, 3, 5, 1}, params(16, ops::RopeMode::kNeox), false},
+      {"one_pair", DType::kF32, {2, 1, 1, 1}, params(2, ops::RopeMode::kNormal), false},
+  };
+  std::vector<Case> cases;
+  for (const RopeCase& r : shapes) {
+    cases.push_back({r.name, [r](CaseGraph& c) {
+                       Tensor* a = c.input(r.type, {r.ne[0], r.ne[1], r.ne[2], r.ne[3]});
+                       Tensor* pos = c.input(DType::kI32, {r.ne[2]}, integers(0, 300));
+                       Tensor* ff = r.freq_factors ? c.input(DType::kF32, {r.p.n_dims / 2},
+                                                             uniform(1.0f, 8.0f))
+                                                   : nullptr;
+                       return ops::rope(c.g(), a, pos, ff, r.p);
+                     }});
+  }
+  // Q of a fused QKV projection: a view whose rows are heads of a wider row.
+  cases.push_back(
+      {"view_of_fused_qkv", [params](CaseGraph& c) {
+         const int64_t d = 16, heads = 4, kv_heads = 2, tokens = 5;
+         Tensor* qkv = c.input(DType::kF32, {d * (heads + 2 * kv_heads), tokens});
+         Graph& g = c.g();
+         Tensor* q = ops::view(g, qkv, {d, heads, tokens}, {d * sizeof(float), qkv->nb[1]}, 0);
+         Tensor* pos = c.input(DType::kI32, {tokens}, integers(0, 300));
+         return ops::rope(g, q, pos, nullptr, params(16, ops::RopeMode::kNeox));
+       }});
+  cases.push_back({"permuted_input", [params](CaseGraph& c) {
+                     Tensor* a = permuted_input(c, DType::kF32, {32, 5, 3, 1}, {0, 2, 1, 3});
+                     Tensor* pos = c.input(DType::kI32, {5}, integers(0, 300));
+                     return ops::rope(c.g(), a, pos, nullptr, params(32, ops::RopeMode::kNormal));
+                   }});
+  return cases;
+}
+
+struct AttnCase {
+  std::string name;
+  int64_t d, dv, n_q, n_kv, heads, kv_heads, batch;
+  DType kv_type;
+  DType mask_type;                // kI32: no mask
+  int64_t mask_rows, mask_heads;  // mask [n_kv, mask_rows, mask_heads, 1]
+  float max_bias = 0.0f, softcap = 0.0f;
+};
+
+std::vector<Case> flash_attn_cases() {
+  const AttnCase shapes[] = {
+      {"one_key", 16, 16, 1, 1, 1, 1, 1, DType::kF32, DType::kI32, 0, 1},
+      {"gqa_f16_mask_f16", 40, 40, 7, 13, 4, 2, 1, DType::kF16, DType::kF16, 7, 1},
+      {"mqa_f32_dv24_batch2", 32, 24, 5, 33, 6, 1, 2, DType::kF32, DType::kF32, 8, 1},
+      {"bf16_kv", 32, 32, 3, 9, 2, 2, 1, DType::kBF16, DType::kF16, 3, 1},
+      {"q8_0_kv", 64, 64, 4, 17, 4, 2, 1, DType::kQ8_0, DType::kF16, 4, 1},
+      {"q4_0_kv", 32, 64, 2, 11, 2, 1, 1, DType::kQ4_0, DType::kI32, 0, 1},
+      {"softcap", 24, 24, 5, 19, 2, 2, 1, DType::kF16, DType::kF16, 5, 1, 0.0f, 1.0f},
+      {"alibi_6_heads", 16, 16, 4, 10, 6, 3, 1, DType::kF16, DType::kF16, 4, 1, 8.0f, 0.0f},
+      {"per_head_mask", 16, 16, 3, 7, 4, 4, 2, DType::kF32, DType::kF32, 3, 4},
+      {"decode_one_query", 64, 64, 1, 41, 8, 2, 1, DType::kF16, DType::kF16, 1, 1},
+  };
+  std::vector<Case> cases;
+  for (const AttnCase& s : shapes) {
+    cases.push_back(
+        {s.name,
+         [s](CaseGraph& c) {
+           Tensor* q = c.input(DType::kF32, {s.d, s.n_q, s.heads, s.batch});
+           Tensor* k = c.input(s.kv_type, {s.d, s.n_kv, s.kv_heads, 1});
+           Tensor* v = c.input(s.kv_type, {s.dv, s.n_kv, s.kv_heads, 1});
+           Tensor* mask = s.mask_type == DType::kI32
+                              ? nullptr
+                              : c.input(s.mask_type, {s.n_kv, s.mask_rows, s.mask_heads, 1},
+                                        mask_values(s.n_kv));
+           const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
+           return ops::flash_attn_ext(c.g(), q, k, v, mask, scale, s.max_bias, s.softcap);
+         },
+         kNmseMatMul});
+  }
+  // As llama calls it: q permuted from [d, heads, tokens]; K and V the first n_kv
+  // rows of f16 caches [d, ctx, kv_heads]; an f32 mask [n_kv, tokens].
+  cases.push_back(
+      {"llama_cache_views",
+       [](CaseGraph& c) {
+         const int64_t d = 32, heads = 4, kv_heads = 2, tokens = 3, ctx = 20, n_kv = 9;
+         Graph& g = c.g();
+         Tensor* q = permuted_input(c, DType::kF32, {d, heads, tokens, 1}, {0, 2, 1, 3});
+         Tensor* kc = c.input(DType::kF16, {d, ctx, kv_heads});
+         Tensor* vc = c.input(DType::kF16, {d, ctx, kv_heads});
+         Tensor* k = ops::view(g, kc, {d, n_kv, kv_heads}, {kc->nb[1], kc->nb[2]}, 0);
+         Tensor* v = ops::view(g, vc, {d, n_kv, kv_heads}, {vc->nb[1], vc->nb[2]}, 0);
+         Tensor* mask = c.input(DType::kF32, {n_kv, tokens}, mask_values(n_kv));
+         return ops::flash_attn_ext(g, q, k, v, mask, 0.17f);
+       },
+       kNmseMatMul});
+  return cases;
+}
+
+// ---- suites ---------------------------------------------------------------------------
+
+class Rope : public OpTest {};
+class FlashAttnExt : public OpTest {};
+
+TEST_P(Rope, MatchesReference_ModesDimsYarnViews) {
+  run(rope_cases(), naive_rope);
+}
+TEST_P(FlashAttnExt, MatchesReference_GqaMasksKvTypes) {
+  run(flash_attn_cases(), naive_flash_attn);
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, Rope, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, FlashAttnExt, ::testing::ValuesIn(all_targets()),
+                         target_name);
+
+}  // namespace
+}  // namespace tessera::conformance

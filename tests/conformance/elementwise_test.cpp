@@ -1,0 +1,277 @@
+// Elementwise ops: ADD, SUB, MUL, DIV (broadcast), SCALE, SQR, SQRT, CLAMP,
+// the UNARY functions and SWIGLU, over f32/f16/bf16, odd and broadcast shapes,
+// permuted and strided views.
+#include <cmath>
+
+#include "conformance/op_test.h"
+
+namespace tessera::conformance {
+namespace {
+
+using Shape = std::array<int64_t, kMaxDims>;
+
+// ---- naive references ------------------------------------------------------------------
+
+double binary_value(Op op, double x, double y) {
+  switch (op) {
+    case Op::kAdd:
+      return x + y;
+    case Op::kSub:
+      return x - y;
+    case Op::kMul:
+      return x * y;
+    case Op::kDiv:
+      return x / y;
+    default:
+      ADD_FAILURE() << "not a binary op";
+      return 0.0;
+  }
+}
+
+std::vector<double> naive_binary(const Tensor& node, const HostValues& in) {
+  const Tensor& a = *node.src[0];
+  const Tensor& b = *node.src[1];
+  return elementwise(node, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return binary_value(node.op, in.at(a, i0, i1, i2, i3),
+                        in.at(b, i0 % b.ne[0], i1 % b.ne[1], i2 % b.ne[2], i3 % b.ne[3]));
+  });
+}
+
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double hardsigmoid(double x) {
+  return std::min(1.0, std::max(0.0, (x + 3.0) / 6.0));
+}
+
+double unary_value(UnaryOp op, double x, double p) {
+  switch (op) {
+    case UnaryOp::kGelu: {
+      const double c = std::sqrt(2.0 / M_PI);
+      return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+    }
+    case UnaryOp::kGeluQuick:
+      return x * sigmoid(1.702 * x);
+    case UnaryOp::kSilu:
+      return x * sigmoid(x);
+    case UnaryOp::kRelu:
+      return x > 0.0 ? x : 0.0;
+    case UnaryOp::kLeakyRelu:
+      return x > 0.0 ? x : p * x;
+    case UnaryOp::kHardSigmoid:
+      return hardsigmoid(x);
+    case UnaryOp::kHardSwish:
+      return x * hardsigmoid(x);
+    case UnaryOp::kTanh:
+      return std::tanh(x);
+    case UnaryOp::kCount:
+      break;
+  }
+  return NAN;
+}
+
+std::vector<double> naive_map(const Tensor& node, const HostValues& in) {
+  const Tensor& a = *node.src[0];
+  return elementwise(node, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const double x = in.at(a, i0, i1, i2, i3);
+    switch (node.op) {
+      case Op::kScale:
+        return double(node.param_f32(0)) * x + node.param_f32(1);
+      case Op::kSqr:
+        return x * x;
+      case Op::kSqrt:
+        return std::sqrt(x);
+      case Op::kClamp:
+        return std::min<double>(node.param_f32(1), std::max<double>(node.param_f32(0), x));
+      case Op::kUnary:
+        return unary_value(static_cast<UnaryOp>(node.param_i32(0)), x, node.param_f32(1));
+      case Op::kSwiglu:
+        return x * sigmoid(x) * in.at(*node.src[1], i0, i1, i2, i3);
+      default:
+        ADD_FAILURE() << "not a map op";
+        return 0.0;
+    }
+  });
+}
+
+// ---- cases ----------------------------------------------------------------------------
+
+Tensor* make_binary(Graph& g, Op op, Tensor* a, Tensor* b) {
+  switch (op) {
+    case Op::kAdd:
+      return ops::add(g, a, b);
+    case Op::kSub:
+      return ops::sub(g, a, b);
+    case Op::kMul:
+      return ops::mul(g, a, b);
+    default:
+      return ops::div(g, a, b);
+  }
+}
+
+std::vector<Case> binary_cases(Op op) {
+  // Divisors stay away from zero so the quotient's error stays bounded.
+  const Gen gb = op == Op::kDiv ? away_from_zero() : uniform();
+  struct Pair {
+    Shape a, b;
+  };
+  const Pair shapes[] = {
+      {{1, 1, 1, 1}, {1, 1, 1, 1}},   {{33, 5, 3, 2}, {33, 5, 3, 2}},
+      {{33, 5, 3, 2}, {33, 1, 1, 1}}, {{33, 5, 3, 2}, {1, 5, 1, 2}},
+      {{16, 4, 6, 3}, {16, 4, 2, 1}}, {{17, 3, 1, 1}, {1, 1, 1, 1}},
+      {{65, 2, 1, 1}, {13, 1, 1, 1}},
+  };
+  const std::pair<DType, DType> types[] = {{DType::kF32, DType::kF32},
+                                           {DType::kF16, DType::kF16},
+                                           {DType::kF16, DType::kF32},
+                                           {DType::kBF16, DType::kBF16},
+                                           {DType::kF32, DType::kF16}};
+  std::vector<Case> cases;
+  for (size_t s = 0; s < std::size(shapes); ++s) {
+    for (const auto& [ta, tb] : types) {
+      if (s > 2 && ta != DType::kF32) continue;  // broadcast grids in f32 only
+      const Pair p = shapes[s];
+      cases.push_back({shape_name(ta, p.a) + "_by_" + shape_name(tb, p.b), [=](CaseGraph& c) {
+                         Tensor* a = c.input(ta, {p.a[0], p.a[1], p.a[2], p.a[3]});
+                         Tensor* b = c.input(tb, {p.b[0], p.b[1], p.b[2], p.b[3]}, gb);
+                         return make_binary(c.g(), op, a, b);
+                       }});
+    }
+  }
+  cases.push_back({"permuted_f32_by_row", [=](CaseGraph& c) {
+                     Tensor* a = permuted_input(c, DType::kF32, {5, 33, 3, 2}, {1, 0, 2, 3});
+                     return make_binary(c.g(), op, a, c.input(DType::kF32, {33}, gb));
+                   }});
+  cases.push_back({"strided_f16_by_strided_f32", [=](CaseGraph& c) {
+                     Tensor* a = strided_input(c, DType::kF16, {19, 4, 3, 1}, 5);
+                     Tensor* b = strided_input(c, DType::kF32, {19, 4, 1, 1}, 2, gb);
+                     return make_binary(c.g(), op, a, b);
+                   }});
+  return cases;
+}
+
+// Cases for a one-input op: odd shapes in each float type, a permuted and a strided view.
+std::vector<Case> map_cases(const std::string& what, std::function<Tensor*(Graph&, Tensor*)> make,
+                            Gen gen = uniform()) {
+  std::vector<Case> cases;
+  const std::pair<DType, Shape> plain[] = {{DType::kF32, {1, 1, 1, 1}},
+                                           {DType::kF32, {33, 7, 3, 2}},
+                                           {DType::kF16, {31, 5, 2, 1}},
+                                           {DType::kBF16, {17, 3, 1, 1}}};
+  for (const auto& [type, ne] : plain) {
+    cases.push_back({what + "_" + shape_name(type, ne), [=](CaseGraph& c) {
+                       return make(c.g(), c.input(type, {ne[0], ne[1], ne[2], ne[3]}, gen));
+                     }});
+  }
+  cases.push_back(
+      {what + "_permuted_f32", [=](CaseGraph& c) {
+         return make(c.g(), permuted_input(c, DType::kF32, {6, 17, 3, 2}, {2, 0, 1, 3}, gen));
+       }});
+  cases.push_back({what + "_strided_f16", [=](CaseGraph& c) {
+                     return make(c.g(), strided_input(c, DType::kF16, {35, 3, 2, 1}, 3, gen));
+                   }});
+  return cases;
+}
+
+std::vector<Case> unary_cases() {
+  std::vector<Case> cases;
+  for (int u = 0; u < static_cast<int>(UnaryOp::kCount); ++u) {
+    const auto op = static_cast<UnaryOp>(u);
+    // The hard* functions are piecewise beyond +-3: cover their flat parts too.
+    const bool hard = op == UnaryOp::kHardSigmoid || op == UnaryOp::kHardSwish;
+    auto more = map_cases(
+        std::string(unary_op_name(op)),
+        [op](Graph& g, Tensor* a) { return ops::unary(g, a, op, 0.1f); },
+        hard ? uniform(-4.0f, 4.0f) : uniform());
+    cases.insert(cases.end(), more.begin(), more.end());
+  }
+  return cases;
+}
+
+std::vector<Case> swiglu_cases() {
+  std::vector<Case> cases;
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (const Shape ne : {Shape{1, 1, 1, 1}, Shape{45, 7, 2, 1}}) {
+      cases.push_back({shape_name(type, ne), [=](CaseGraph& c) {
+                         return ops::swiglu(c.g(), c.input(type, {ne[0], ne[1], ne[2], ne[3]}),
+                                            c.input(type, {ne[0], ne[1], ne[2], ne[3]}));
+                       }});
+    }
+  }
+  // Gate and up as the two halves of one fused projection's rows.
+  cases.push_back({"halves_of_fused_f32", [](CaseGraph& c) {
+                     const int64_t n = 37, rows = 5;
+                     Tensor* fused = c.input(DType::kF32, {2 * n, rows});
+                     Graph& g = c.g();
+                     Tensor* gate = ops::view(g, fused, {n, rows}, {fused->nb[1]}, 0);
+                     Tensor* up = ops::view(g, fused, {n, rows}, {fused->nb[1]}, n * sizeof(float));
+                     return ops::swiglu(g, gate, up);
+                   }});
+  return cases;
+}
+
+// ---- suites ---------------------------------------------------------------------------
+
+class Add : public OpTest {};
+class Sub : public OpTest {};
+class Mul : public OpTest {};
+class Div : public OpTest {};
+class Scale : public OpTest {};
+class Sqr : public OpTest {};
+class Sqrt : public OpTest {};
+class Clamp : public OpTest {};
+class Unary : public OpTest {};
+class Swiglu : public OpTest {};
+
+TEST_P(Add, MatchesReference_BroadcastGrid) {
+  run(binary_cases(Op::kAdd), naive_binary);
+}
+TEST_P(Sub, MatchesReference_BroadcastGrid) {
+  run(binary_cases(Op::kSub), naive_binary);
+}
+TEST_P(Mul, MatchesReference_BroadcastGrid) {
+  run(binary_cases(Op::kMul), naive_binary);
+}
+TEST_P(Div, MatchesReference_BroadcastGrid) {
+  run(binary_cases(Op::kDiv), naive_binary);
+}
+
+TEST_P(Scale, MatchesReference_WithAndWithoutBias) {
+  auto cases = map_cases("s", [](Graph& g, Tensor* a) { return ops::scale(g, a, 0.37f); });
+  auto biased =
+      map_cases("s_bias", [](Graph& g, Tensor* a) { return ops::scale(g, a, -1.7f, 0.25f); });
+  cases.insert(cases.end(), biased.begin(), biased.end());
+  run(cases, naive_map);
+}
+TEST_P(Sqr, MatchesReference_OddShapes) {
+  run(map_cases("sqr", [](Graph& g, Tensor* a) { return ops::sqr(g, a); }), naive_map);
+}
+TEST_P(Sqrt, MatchesReference_PositiveInputs) {
+  run(map_cases(
+          "sqrt", [](Graph& g, Tensor* a) { return ops::sqrt(g, a); }, uniform(0.01f, 1.0f)),
+      naive_map);
+}
+TEST_P(Clamp, MatchesReference_OddShapes) {
+  run(map_cases("clamp", [](Graph& g, Tensor* a) { return ops::clamp(g, a, -0.3f, 0.6f); }),
+      naive_map);
+}
+TEST_P(Unary, MatchesReference_EveryFunction) {
+  run(unary_cases(), naive_map);
+}
+TEST_P(Swiglu, MatchesReference_FusedHalves) {
+  run(swiglu_cases(), naive_map);
+}
+
+INSTANTIATE_TEST_SUITE_P(Conformance, Add, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Sub, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Mul, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Div, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Scale, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Sqr, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Sqrt, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Clamp, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Unary, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Swiglu, ::testing::ValuesIn(all_targets()), target_name);
+
+}  // namespace
+}  // namespace tessera::conformance
