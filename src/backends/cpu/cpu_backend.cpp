@@ -58,7 +58,9 @@ CpuDevice::CpuDevice(CpuBackend& backend, int n_threads)
     : backend_(backend),
       description_(cpu_model_name()),
       isa_(default_isa()),
+      kernels_(&kernels_for(isa_)),
       buffer_type_(*this, "CPU"),
+      weights_type_(*this, "CPU_Repack"),
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
       scratch_memory_("CPU0", page_size()),
       scratch_(scratch_memory_, scratch_limit()) {}
@@ -68,6 +70,7 @@ void CpuDevice::set_isa(Isa isa) {
     if (t == isa) {
       std::lock_guard lock(compute_mutex_);
       isa_ = isa;
+      kernels_ = &kernels_for(isa);
       return;
     }
   }
@@ -86,7 +89,22 @@ std::unique_ptr<Stream> CpuDevice::make_stream() { return std::make_unique<CpuSt
 
 std::unique_ptr<Event> CpuDevice::make_event() { return std::make_unique<CpuEvent>(*this); }
 
-bool CpuDevice::supports_op(const Tensor& node) const { return cpu_supports(node); }
+bool CpuDevice::supports_op(const Tensor& node) const {
+  // Panels are read only by MUL_MAT (weights) and GET_ROWS (read_row_f32), on
+  // the repacked tensor itself: a view's data pointer lands inside panels.
+  if (!is_view_op(node.op)) {
+    for (int i = 0; i < kMaxSources; ++i) {
+      const Tensor* s = node.src[static_cast<size_t>(i)];
+      if (s == nullptr) continue;
+      if (is_view_of_repacked(*s)) return false;
+      if (is_repacked(*s) &&
+          !(i == 0 && (node.op == Op::kMulMat || node.op == Op::kGetRows))) {
+        return false;
+      }
+    }
+  }
+  return cpu_supports(node);
+}
 
 void CpuDevice::compute(std::span<Tensor* const> nodes) {
   std::lock_guard lock(compute_mutex_);
@@ -104,7 +122,7 @@ void CpuDevice::compute(std::span<Tensor* const> nodes) {
     Barrier barrier(nth);
     try {
       pool_.run([&](int ith, int n) {
-        const OpContext ctx{ith, n, static_cast<uint8_t*>(block.ptr), work, &barrier};
+        const OpContext ctx{ith, n, static_cast<uint8_t*>(block.ptr), work, &barrier, kernels_};
         impl->compute(*node, ctx);
       });
     } catch (...) {

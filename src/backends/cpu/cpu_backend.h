@@ -1,5 +1,6 @@
 // The CPU backend: one device ("CPU0") that runs every op it supports on a
-// persistent thread pool, over plain host buffers.
+// persistent thread pool, over plain host buffers and its weights buffer
+// (Q4_0 / Q8_0 repacked into panels, kernels/repack.h).
 #pragma once
 
 #include <memory>
@@ -9,6 +10,8 @@
 #include "backends/cpu/host_buffer.h"
 #include "backends/cpu/host_memory.h"
 #include "backends/cpu/isa.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/repack.h"
 #include "backends/cpu/thread_pool.h"
 #include "tessera/device.h"
 #include "tessera/pool.h"
@@ -31,9 +34,12 @@ class CpuDevice final : public Device {
 
   std::unique_ptr<Stream> make_stream() override;
   BufferType& buffer_type() override { return buffer_type_; }
+  BufferType& weights_buffer_type() override { return weights_type_; }
 
   bool supports_op(const Tensor& node) const override;
-  bool supports_buffer_type(const BufferType& type) const override { return type.is_host(); }
+  bool supports_buffer_type(const BufferType& type) const override {
+    return type.is_host() || dynamic_cast<const CpuWeightsBufferType*>(&type) != nullptr;
+  }
   // The CPU is where host-resident ops already are: never worth "offloading".
   bool offload_op(const Tensor&) const override { return false; }
   std::unique_ptr<Event> make_event() override;
@@ -44,6 +50,7 @@ class CpuDevice final : public Device {
   // for a tier this CPU cannot run.
   Isa isa() const { return isa_; }
   void set_isa(Isa isa);
+  const Kernels& kernels() const { return *kernels_; }
 
   // Runs nodes in order on the thread pool; per-op scratch from the pool.
   void compute(std::span<Tensor* const> nodes);
@@ -52,7 +59,9 @@ class CpuDevice final : public Device {
   CpuBackend& backend_;
   std::string description_;
   Isa isa_;
+  const Kernels* kernels_;  // the table of isa_
   HostBufferType buffer_type_;
+  CpuWeightsBufferType weights_type_;
   ThreadPool pool_;
   HostVirtualMemory scratch_memory_;
   VirtualPool scratch_;

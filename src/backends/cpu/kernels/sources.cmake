@@ -1,3 +1,23 @@
-# Per-ISA kernels, relative to src/. Each ISA's files get their own compile flags.
+# Per-ISA kernels, relative to src/. Each ISA's files get their own compile flags;
+# the ref tier and the table/repack code are built for the baseline target.
 list(APPEND TESSERA_CPU_KERNEL_SOURCES
+  backends/cpu/kernels/kernels.cpp
+  backends/cpu/kernels/repack.cpp
+  backends/cpu/kernels/ref/ref_kernels.cpp
 )
+
+set(TESSERA_CPU_AVX2_SOURCES
+  backends/cpu/kernels/avx2/panel.cpp
+  backends/cpu/kernels/avx2/table.cpp
+)
+set(TESSERA_CPU_AVX512_SOURCES
+  backends/cpu/kernels/avx512/panel.cpp
+  backends/cpu/kernels/avx512/table.cpp
+)
+list(APPEND TESSERA_CPU_KERNEL_SOURCES ${TESSERA_CPU_AVX2_SOURCES} ${TESSERA_CPU_AVX512_SOURCES})
+
+# Flags match the tier checks in isa.cpp: a tier is only run where cpuid has them all.
+set_source_files_properties(${TESSERA_CPU_AVX2_SOURCES} PROPERTIES
+  COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+set_source_files_properties(${TESSERA_CPU_AVX512_SOURCES} PROPERTIES
+  COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512bf16")

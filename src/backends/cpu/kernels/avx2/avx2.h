@@ -1,0 +1,12 @@
+// The avx2 tier's kernels, defined in this folder's translation units (built
+// with the AVX2 / FMA / F16C flags); table.cpp gathers them.
+#pragma once
+
+#include "backends/cpu/kernels/kernels.h"
+
+namespace tessera::cpu::avx2 {
+
+void mat_q4_0_panel(const MatArgs& a);
+void mat_q8_0_panel(const MatArgs& a);
+
+}  // namespace tessera::cpu::avx2

@@ -1,0 +1,12 @@
+// The avx512 tier's kernels, defined in this folder's translation units
+// (built with the AVX-512 F/BW/VL/VNNI/BF16 flags); table.cpp gathers them.
+#pragma once
+
+#include "backends/cpu/kernels/kernels.h"
+
+namespace tessera::cpu::avx512 {
+
+void mat_q4_0_panel(const MatArgs& a);
+void mat_q8_0_panel(const MatArgs& a);
+
+}  // namespace tessera::cpu::avx512

@@ -1,0 +1,100 @@
+// avx512 tier: Q4_0 / Q8_0 weights in 16-row panels (repack.h) times Q8
+// activations, in outer-product form (kernels.md §2.3). One zmm holds 16 rows
+// x 4 consecutive k as u8; four activation bytes broadcast to every lane feed
+// one vpdpbusd, which yields 16 partial outputs with no horizontal sums.
+// Weights are unsigned (Q4_0 nibbles; Q8_0 bytes xor 0x80), so
+//   sum (q - o) a = dpbusd(q, a) - o sum(a),  o = 8 or 128,
+// with -o sum(a) as the initial accumulator: exact integers per block, then
+// one convert and one FMA by d_w d_a.
+#include "backends/cpu/kernels/avx512/intrin.h"
+
+#include <cstring>
+
+#include "backends/cpu/kernels/avx512/avx512.h"
+#include "backends/cpu/kernels/repack.h"
+#include "backends/cpu/kernels/x86/panels.h"
+
+namespace tessera::cpu::avx512 {
+namespace {
+
+constexpr int kGroups = 8;   // 4-k groups per 32-k block
+constexpr int kTileColumns = 8;  // register tile: 16 rows x 8 columns
+
+struct PanelQ4_0 {
+  static constexpr size_t kQuantBytes = 256;
+  static constexpr int kOffset = 8;
+  // Load l: low nibbles are k = 4l..4l+3, high nibbles k = 16+4l..16+4l+3.
+  static void unpack(const uint8_t* q, __m512i w[kGroups]) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    for (int l = 0; l < 4; ++l) {
+      const __m512i v = _mm512_loadu_si512(q + 64 * l);
+      w[l] = _mm512_and_si512(v, m);
+      w[l + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    }
+  }
+};
+
+struct PanelQ8_0 {
+  static constexpr size_t kQuantBytes = 512;
+  static constexpr int kOffset = 128;
+  static void unpack(const uint8_t* q, __m512i w[kGroups]) {
+    const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int g = 0; g < kGroups; ++g) w[g] = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * g), flip);
+  }
+};
+
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
+}
+
+// One panel (16 rows), blocks [b0, b1), times columns x[0 .. C).
+template <class P, int C>
+void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
+  __m512 acc[C];
+  for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
+  for (int64_t b = p.b0; b < p.b1; ++b) {
+    const uint8_t* q = p.quants + static_cast<size_t>(b) * P::kQuantBytes;
+    prefetch_block<P::kQuantBytes>(p.scales, q, b);
+    __m512i w[kGroups];
+    P::unpack(q, w);
+    const __m512 dw = _mm512_cvtph_ps(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales + 32 * b)));
+    for (int c = 0; c < C; ++c) {
+      const BlockQ8& xb = x[c][b];
+      // Two chains of 4 dependent vpdpbusd per column rather than one of 8:
+      // shorter chains keep more of them in flight.
+      __m512i s = _mm512_set1_epi32(-P::kOffset * xb.sum);
+      __m512i t = _mm512_setzero_si512();
+      for (int g = 0; g < kGroups; g += 2) {
+        s = _mm512_dpbusd_epi32(s, w[g], bcast4(xb.qs + 4 * g));
+        t = _mm512_dpbusd_epi32(t, w[g + 1], bcast4(xb.qs + 4 * g + 4));
+      }
+      s = _mm512_add_epi32(s, t);
+      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xb.d)),
+                               acc[c]);
+    }
+  }
+  const auto keep = static_cast<__mmask16>((1u << p.valid) - 1);
+  for (int c = 0; c < C; ++c) {
+    if (p.accumulate) acc[c] = _mm512_add_ps(acc[c], _mm512_maskz_loadu_ps(keep, out[c]));
+    _mm512_mask_storeu_ps(out[c], keep, acc[c]);
+  }
+}
+
+template <class P>
+struct Tiles {
+  static constexpr int kMaxCols = kTileColumns;
+  template <int C>
+  static void tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
+    panel_tile<P, C>(p, x, out);
+  }
+};
+
+}  // namespace
+
+void mat_q4_0_panel(const MatArgs& a) { PanelLoop<Tiles<PanelQ4_0>>::run(a); }
+void mat_q8_0_panel(const MatArgs& a) { PanelLoop<Tiles<PanelQ8_0>>::run(a); }
+
+}  // namespace tessera::cpu::avx512

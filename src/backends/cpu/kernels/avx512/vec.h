@@ -1,0 +1,109 @@
+// 512-bit vector operations for the avx512 tier's shared templates (x86/).
+// Only for translation units built with the avx512 flags (sources.cmake);
+// internal linkage keeps these copies apart from the avx2 tier's.
+#pragma once
+
+#include "backends/cpu/kernels/avx512/intrin.h"
+
+#include <cstdint>
+
+namespace tessera::cpu {
+namespace {
+
+struct Vec {
+  using F = __m512;
+  using I = __m512i;
+  static constexpr int kLanes = 16;
+
+  static __mmask16 mask(int n) { return static_cast<__mmask16>((1u << n) - 1); }
+
+  static F zero() { return _mm512_setzero_ps(); }
+  static F set1(float v) { return _mm512_set1_ps(v); }
+  static F load(const float* p) { return _mm512_loadu_ps(p); }
+  static F load_n(const float* p, int n) { return _mm512_maskz_loadu_ps(mask(n), p); }
+  static F load_f16(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static F load_f16_n(const uint16_t* p, int n) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask(n), p));
+  }
+  // bf16 is the top half of an f32: widen and shift, exact.
+  static F load_bf16(const uint16_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static F load_bf16_n(const uint16_t* p, int n) {
+    const __m256i h = _mm256_maskz_loadu_epi16(mask(n), p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static void store_n(float* p, F v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
+
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F abs(F a) { return _mm512_abs_ps(a); }
+  // max(a, acc), returning acc where a is NaN (as std::fmax(acc, a) does).
+  static F max_skip_nan(F a, F acc) { return _mm512_max_ps(a, acc); }
+  // Horizontal reductions by folding 128-bit quarters (GCC 12's _mm512_reduce_*
+  // trip -Wuninitialized in its own headers).
+  static __m128 fold_add(F a) {
+    a = _mm512_add_ps(a, _mm512_shuffle_f32x4(a, a, 0x4E));
+    a = _mm512_add_ps(a, _mm512_shuffle_f32x4(a, a, 0xB1));
+    return _mm512_castps512_ps128(a);
+  }
+  static float hsum(F a) {
+    const __m128 s = fold_add(a);
+    const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+  static float hmax(F a) {
+    a = _mm512_max_ps(a, _mm512_shuffle_f32x4(a, a, 0x4E));
+    a = _mm512_max_ps(a, _mm512_shuffle_f32x4(a, a, 0xB1));
+    const __m128 s = _mm512_castps512_ps128(a);
+    const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));
+    return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
+  }
+  // Lanes equal to v, as a bit mask.
+  static uint32_t eq_mask(F a, float v) {
+    return _mm512_cmp_ps_mask(a, _mm512_set1_ps(v), _CMP_EQ_OQ);
+  }
+
+  // round-half-away into [-127, 127], NaN to 0: quantize_q8_ref per lane.
+  static I round_q8(F s) {
+    const F t = _mm512_roundscale_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(s, t)),
+                                            _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const F one = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(INT32_MIN)),
+                        _mm512_castps_si512(_mm512_set1_ps(1.0f))));
+    F r = _mm512_mask_add_ps(t, up, t, one);
+    r = _mm512_min_ps(_mm512_max_ps(r, _mm512_set1_ps(-127.0f)), _mm512_set1_ps(127.0f));
+    const __mmask16 ordered = _mm512_cmp_ps_mask(s, s, _CMP_ORD_Q);
+    return _mm512_maskz_cvttps_epi32(ordered, r);
+  }
+  // nearest-even, -128 unless v > -128 (NaN too), 127 when v >= 127: the
+  // nearest_clamp of quantize_row_q8_K_ref.
+  static I round_q8k(F v) {
+    F r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __mmask16 above = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-128.0f), _CMP_GT_OQ);
+    const __mmask16 top = _mm512_cmp_ps_mask(v, _mm512_set1_ps(127.0f), _CMP_GE_OQ);
+    r = _mm512_mask_mov_ps(_mm512_set1_ps(-128.0f), above, r);
+    r = _mm512_mask_mov_ps(r, top, _mm512_set1_ps(127.0f));
+    return _mm512_cvttps_epi32(r);
+  }
+  static void store_i8(int8_t* p, I q) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(q));
+  }
+  static I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I zero_i() { return _mm512_setzero_si512(); }
+  static int32_t hsum_i(I a) {
+    a = _mm512_add_epi32(a, _mm512_shuffle_i32x4(a, a, 0x4E));
+    a = _mm512_add_epi32(a, _mm512_shuffle_i32x4(a, a, 0xB1));
+    __m128i s = _mm512_castsi512_si128(a);
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+  }
+};
+
+}  // namespace
+}  // namespace tessera::cpu

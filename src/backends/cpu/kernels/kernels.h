@@ -1,0 +1,83 @@
+// The CPU kernel table: one struct of function pointers per ISA tier, filled
+// in that tier's own translation units (built with its own flags) and chosen
+// once per CpuDevice from its Isa. Ops call through the table; nothing below
+// the table tests CPU features again.
+//
+// Matrix kernels share one shape: `rows` weight rows times `cols` activation
+// columns, each output a dot product over k. A null entry means the tier has
+// no fast kernel for that weight layout; MUL_MAT then runs its scalar
+// reference (the ref tier leaves every matrix entry null).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "backends/cpu/isa.h"
+#include "core/quants.h"
+
+namespace tessera::cpu {
+
+// One 32-element block of quantized activations: x ~ d * qs, with the integer
+// sum of qs kept so kernels can fold a weight offset (Q4_0's -8) or minimum
+// (Q4_1's m) into one multiply per block (kernels.md §2.2). qs and d are those
+// of quantize_row_q8_0_ref, except that d stays f32 (fp32_to_fp16(d) is the
+// reference's d).
+struct BlockQ8 {
+  float d;
+  int32_t sum;
+  int8_t qs[kQK];
+};
+static_assert(sizeof(BlockQ8) == 40);
+
+// What a matrix kernel reads its activation columns as. MUL_MAT converts the
+// f32 input once per op into this format (in scratch) before the kernels run.
+enum class ActFormat : uint8_t {
+  kF32,  // the input rows as they are
+  kQ8,   // BlockQ8 per 32 elements (quantize_q8)
+  kQ8K,  // block_q8_K per 256 elements (quantize_q8_k)
+};
+
+// out(r, c) = sum over k of w(r, :) . x(c, :), for r < rows, c < cols.
+struct MatArgs {
+  int64_t k = 0;              // elements per row and column
+  const uint8_t* w = nullptr;  // row 0 (GGUF row layouts) or panel 0 (panel layouts)
+  size_t w_stride = 0;        // bytes between rows, or between 16-row panels
+  int64_t rows = 0;           // panel layouts: the last panel may be partial
+  const uint8_t* x = nullptr;  // column 0, in the kernel's ActFormat
+  size_t x_stride = 0;        // bytes between columns
+  int64_t cols = 0;
+  float* out = nullptr;  // out(r, c) is out[r] of the column at byte c * out_stride
+  size_t out_stride = 0;
+};
+
+struct MatKernel {
+  void (*run)(const MatArgs& args) = nullptr;
+  ActFormat act = ActFormat::kF32;
+  explicit operator bool() const { return run != nullptr; }
+};
+
+struct Kernels {
+  Isa isa = Isa::kRef;
+  // Activation quantizers for one row of k floats (k a multiple of 32 / 256);
+  // bit-exact with the ref tier's on every input (finite or not).
+  void (*quantize_q8)(const float* x, BlockQ8* y, int64_t k) = nullptr;
+  void (*quantize_q8_k)(const float* x, block_q8_K* y, int64_t k) = nullptr;
+
+  // Weights in GGUF row layout (any buffer).
+  MatKernel f32, f16, bf16;
+  MatKernel q4_0, q4_1, q5_0, q5_1, q8_0;
+  MatKernel q4_k, q6_k;
+  // Weights repacked into 16-row panels by the CPU weights buffer (repack.h).
+  MatKernel q4_0_panel, q8_0_panel;
+};
+
+// The table of `isa` (every tier is always built; the caller checks that this
+// CPU can run it, see supported_isas()).
+const Kernels& kernels_for(Isa isa);
+
+// Scalar references: the ref tier's quantizers, and the oracle the other tiers
+// are tested against bit for bit. quantize_q8_k_ref is quantize_row_q8_K_ref.
+void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k);
+void quantize_q8_k_ref(const float* x, block_q8_K* y, int64_t k);
+
+}  // namespace tessera::cpu

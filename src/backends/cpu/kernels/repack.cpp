@@ -1,0 +1,218 @@
+#include "backends/cpu/kernels/repack.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cpu/host_memory.h"
+#include "backends/cpu/ops/op.h"
+#include "core/quants.h"
+#include "tessera/device.h"
+#include "tessera/error.h"
+#include "tessera/half.h"
+
+namespace tessera::cpu {
+namespace {
+
+constexpr size_t kScaleBytes = 2;  // f16 d leads every Q4_0 / Q8_0 block
+
+// Where original byte `pos` (0 .. block_bytes) of row r's block b lands in its panel.
+size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
+  const size_t base = static_cast<size_t>(r / kPanelRows) * l.panel_bytes;
+  const auto rr = static_cast<size_t>(r % kPanelRows);
+  const auto bb = static_cast<size_t>(b);
+  if (pos < kScaleBytes) return base + (bb * kPanelRows + rr) * kScaleBytes + pos;
+  const size_t j = pos - kScaleBytes;
+  return base + static_cast<size_t>(l.blocks) * kPanelRows * kScaleBytes +
+         bb * kPanelRows * l.quant_bytes + (j / 4) * 64 + rr * 4 + j % 4;
+}
+
+// Copies whole rows [r0, r0 + n) (rows counted across matrices) between the
+// original layout `flat` and the panels; kToPanels picks the direction.
+template <bool kToPanels>
+void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0, int64_t n) {
+  for (int64_t row = r0; row < r0 + n; ++row) {
+    uint8_t* matrix = panels + static_cast<size_t>(row / l.rows) * l.matrix_bytes;
+    const int64_t r = row % l.rows;
+    uint8_t* src_row = flat + static_cast<size_t>(row - r0) * l.row_bytes();
+    for (int64_t b = 0; b < l.blocks; ++b) {
+      uint8_t* block = src_row + static_cast<size_t>(b) * l.block_bytes;
+      uint8_t* scale = matrix + panel_offset(l, r, b, 0);
+      uint8_t* quants = matrix + panel_offset(l, r, b, kScaleBytes);
+      if constexpr (kToPanels) {
+        std::memcpy(scale, block, kScaleBytes);
+        for (size_t g = 0; g < l.quant_bytes / 4; ++g) {
+          std::memcpy(quants + g * 64, block + kScaleBytes + 4 * g, 4);
+        }
+      } else {
+        std::memcpy(block, scale, kScaleBytes);
+        for (size_t g = 0; g < l.quant_bytes / 4; ++g) {
+          std::memcpy(block + kScaleBytes + 4 * g, quants + g * 64, 4);
+        }
+      }
+    }
+  }
+}
+
+// Bytes [offset, offset + size) of the original layout: partial rows byte by
+// byte, whole rows through copy_rows.
+template <bool kToPanels>
+void transfer(const PanelLayout& l, uint8_t* panels, uint8_t* flat, size_t offset, size_t size) {
+  const size_t row_bytes = l.row_bytes();
+  auto one_byte = [&](size_t pos, uint8_t* ext) {
+    const auto row = static_cast<int64_t>(pos / row_bytes);
+    const size_t in_row = pos % row_bytes;
+    uint8_t* p = panels + static_cast<size_t>(row / l.rows) * l.matrix_bytes +
+                 panel_offset(l, row % l.rows, static_cast<int64_t>(in_row / l.block_bytes),
+                              in_row % l.block_bytes);
+    if constexpr (kToPanels) {
+      *p = *ext;
+    } else {
+      *ext = *p;
+    }
+  };
+  size_t pos = offset;
+  const size_t end = offset + size;
+  const size_t head_end = std::min(end, (pos + row_bytes - 1) / row_bytes * row_bytes);
+  for (; pos < head_end; ++pos) one_byte(pos, flat + (pos - offset));
+  const size_t whole = (end - pos) / row_bytes;
+  if (whole > 0) {
+    copy_rows<kToPanels>(l, panels, flat + (pos - offset), static_cast<int64_t>(pos / row_bytes),
+                         static_cast<int64_t>(whole));
+    pos += whole * row_bytes;
+  }
+  for (; pos < end; ++pos) one_byte(pos, flat + (pos - offset));
+}
+
+class CpuWeightsBuffer final : public Buffer {
+ public:
+  CpuWeightsBuffer(BufferType& type, size_t size)
+      : Buffer(type, host_allocate(size, CpuWeightsBufferType::kAlignment, type.device().name()),
+               size) {}
+  ~CpuWeightsBuffer() override { host_release(base(), size()); }
+
+  void clear(uint8_t value) override { std::memset(base(), value, size()); }
+
+ protected:
+  // Padding rows of each matrix's last panel read as zero scales and quants.
+  void init_tensor(Tensor& t) override {
+    if (!is_repacked(t)) return;
+    const PanelLayout l = panel_layout(t);
+    if (l.rows % kPanelRows == 0) return;
+    for (int64_t m = 0; m < l.matrices; ++m) {
+      uint8_t* last = static_cast<uint8_t*>(t.data) + static_cast<size_t>(m) * l.matrix_bytes +
+                      static_cast<size_t>(l.panels - 1) * l.panel_bytes;
+      std::memset(last, 0, l.panel_bytes);
+    }
+  }
+
+  void write(Tensor& t, const void* src, size_t offset, size_t size) override {
+    const Tensor& root = storage_of(t);
+    if (!is_repacked(root)) {
+      std::memcpy(static_cast<uint8_t*>(t.data) + offset, src, size);
+      return;
+    }
+    transfer<true>(panel_layout(root), static_cast<uint8_t*>(root.data),
+                   const_cast<uint8_t*>(static_cast<const uint8_t*>(src)),
+                   offset_in_root(t, root) + offset, size);
+  }
+
+  void read(const Tensor& t, void* dst, size_t offset, size_t size) const override {
+    const Tensor& root = storage_of(t);
+    if (!is_repacked(root)) {
+      std::memcpy(dst, static_cast<const uint8_t*>(t.data) + offset, size);
+      return;
+    }
+    transfer<false>(panel_layout(root), static_cast<uint8_t*>(root.data),
+                    static_cast<uint8_t*>(dst), offset_in_root(t, root) + offset, size);
+  }
+
+ private:
+  // A view's bytes start view offset bytes into its root's original layout.
+  static size_t offset_in_root(const Tensor& t, const Tensor& root) {
+    return static_cast<size_t>(static_cast<const uint8_t*>(t.data) -
+                               static_cast<const uint8_t*>(root.data));
+  }
+};
+
+}  // namespace
+
+bool repacks(DType type) { return type == DType::kQ4_0 || type == DType::kQ8_0; }
+
+PanelLayout panel_layout(const Tensor& t) {
+  TESSERA_CHECK(repacks(t.type), "panel_layout of {}", t.describe());
+  PanelLayout l;
+  l.rows = t.ne[1];
+  l.blocks = t.ne[0] / kQK;
+  l.panels = (l.rows + kPanelRows - 1) / kPanelRows;
+  l.matrices = t.ne[2] * t.ne[3];
+  l.block_bytes = dtype_info(t.type).block_bytes;
+  l.quant_bytes = l.block_bytes - kScaleBytes;
+  l.panel_bytes = kPanelRows * static_cast<size_t>(l.blocks) * l.block_bytes;
+  l.matrix_bytes = static_cast<size_t>(l.panels) * l.panel_bytes;
+  return l;
+}
+
+void pack_bytes(const PanelLayout& layout, uint8_t* panels, const uint8_t* src, size_t offset,
+                size_t size) {
+  transfer<true>(layout, panels, const_cast<uint8_t*>(src), offset, size);
+}
+
+void unpack_bytes(const PanelLayout& layout, const uint8_t* panels, uint8_t* dst, size_t offset,
+                  size_t size) {
+  transfer<false>(layout, const_cast<uint8_t*>(panels), dst, offset, size);
+}
+
+size_t CpuWeightsBufferType::alloc_size(const Tensor& t) const {
+  if (t.view_src == nullptr && repacks(t.type) && t.is_contiguous()) {
+    return panel_layout(t).total_bytes();
+  }
+  return t.n_bytes();
+}
+
+std::unique_ptr<Buffer> CpuWeightsBufferType::allocate(size_t bytes) {
+  return std::make_unique<CpuWeightsBuffer>(*this, bytes);
+}
+
+const Tensor& storage_of(const Tensor& t) {
+  const Tensor* r = &t;
+  while (r->view_src != nullptr) r = r->view_src;
+  return *r;
+}
+
+bool is_repacked(const Tensor& t) {
+  return t.view_src == nullptr && t.buffer != nullptr && repacks(t.type) && t.is_contiguous() &&
+         dynamic_cast<const CpuWeightsBufferType*>(&t.buffer->type()) != nullptr;
+}
+
+bool is_view_of_repacked(const Tensor& t) {
+  return t.view_src != nullptr && is_repacked(storage_of(t));
+}
+
+void read_row_f32(const Tensor& t, int64_t i1, int64_t i2, int64_t i3, float* out) {
+  if (!is_repacked(t)) {
+    row_to_float(t.type, row_ptr(t, i1, i2, i3), out, t.ne[0]);
+    return;
+  }
+  const PanelLayout l = panel_layout(t);
+  const uint8_t* matrix = static_cast<const uint8_t*>(t.data) +
+                          static_cast<size_t>(i2 + i3 * t.ne[2]) * l.matrix_bytes;
+  for (int64_t b = 0; b < l.blocks; ++b, out += kQK) {
+    uint16_t h;
+    std::memcpy(&h, matrix + panel_offset(l, i1, b, 0), sizeof h);
+    const float d = fp16_to_fp32(h);
+    const uint8_t* q = matrix + panel_offset(l, i1, b, kScaleBytes);
+    for (int j = 0; j < 16; ++j) {
+      const uint8_t byte = q[(j / 4) * 64 + j % 4];
+      if (t.type == DType::kQ4_0) {  // as dequantize_row_q4_0_ref
+        out[j] = static_cast<float>((byte & 0xF) - 8) * d;
+        out[j + 16] = static_cast<float>((byte >> 4) - 8) * d;
+      } else {  // as dequantize_row_q8_0_ref
+        out[j] = static_cast<float>(static_cast<int8_t>(byte)) * d;
+        const uint8_t hi = q[((j + 16) / 4) * 64 + j % 4];
+        out[j + 16] = static_cast<float>(static_cast<int8_t>(hi)) * d;
+      }
+    }
+  }
+}
+
+}  // namespace tessera::cpu

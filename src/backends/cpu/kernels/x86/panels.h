@@ -1,0 +1,89 @@
+// The loop over 16-row panels shared by the avx2 and avx512 panel kernels:
+// panels in order; within a panel, columns in groups of T::kMaxCols, so the
+// panel stays in L1 while activation columns stream past it. T supplies
+//   template <int C> static void tile(panel, blocks, x[C], out[C], valid_rows).
+// Include in a tier's translation unit; internal linkage per tier.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <utility>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/repack.h"
+
+namespace tessera::cpu {
+namespace {
+
+// Software prefetch ~4 KiB ahead of the quants (and as far ahead, in blocks,
+// in the scales): a single core's demand misses and the hardware prefetcher
+// alone leave GEMV at ~60% of read bandwidth; this brings it to ~80-90%.
+inline constexpr size_t kPrefetchBytes = 4096;
+
+inline const size_t g_pfb = getenv("PFB") ? atoi(getenv("PFB")) : 4096;  // TEMP
+template <size_t kQuantBytes>
+inline void prefetch_block(const uint8_t* scales, const uint8_t* quants, int64_t b) {
+  const int64_t kAhead = g_pfb / kQuantBytes;  // blocks
+  for (size_t l = 0; l < kQuantBytes; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(quants + g_pfb + l), _MM_HINT_T0);
+  }
+  if (b % 2 == 0) {  // 32 bytes of scales per block: one line per two blocks
+    _mm_prefetch(reinterpret_cast<const char*>(scales + 32 * (b + kAhead)), _MM_HINT_T0);
+  }
+}
+
+// One tile call: a panel's blocks [b0, b1) against up to T::kMaxCols columns.
+struct PanelSpan {
+  const uint8_t* scales;  // the panel's f16 scales, [blocks][16]
+  const uint8_t* quants;  // the panel's quants, [blocks][quant bytes]
+  int64_t b0, b1;
+  int valid;        // rows of the panel to write (the last panel may be partial)
+  bool accumulate;  // add to what out holds (a later K slice) instead of storing
+};
+
+// GEMM walks K in slices of this many blocks (Q8_0: 34 KiB of one panel, Q4_0:
+// 18 KiB), so the slice stays in L1 while every column group passes over it.
+inline constexpr int64_t kSliceBlocks = 64;
+
+template <class T>
+struct PanelLoop {
+  using TileFn = void (*)(const PanelSpan&, const BlockQ8* const*, float* const*);
+  template <size_t... I>
+  static constexpr std::array<TileFn, sizeof...(I)> make(std::index_sequence<I...>) {
+    return {&T::template tile<static_cast<int>(I) + 1>...};
+  }
+
+  // GEMV (one column group): each panel whole, in memory order. GEMM: K
+  // slices outermost, then panels, then column groups.
+  static void run(const MatArgs& a) {
+    static constexpr auto kTiles = make(std::make_index_sequence<T::kMaxCols>{});
+    const int64_t nb = a.k / kQK;
+    const int64_t slice = a.cols > T::kMaxCols ? kSliceBlocks : std::max<int64_t>(nb, 1);
+    const BlockQ8* x[T::kMaxCols];
+    float* out[T::kMaxCols];
+    for (int64_t b0 = 0; b0 < std::max<int64_t>(nb, 1); b0 += slice) {
+      for (int64_t r0 = 0; r0 < a.rows; r0 += kPanelRows) {
+        const uint8_t* panel = a.w + static_cast<size_t>(r0 / kPanelRows) * a.w_stride;
+        PanelSpan span{panel, panel + static_cast<size_t>(nb) * kPanelRows * 2, b0,
+                       std::min(nb, b0 + slice),
+                       static_cast<int>(std::min<int64_t>(a.rows - r0, kPanelRows)), b0 > 0};
+        for (int64_t c0 = 0; c0 < a.cols; c0 += T::kMaxCols) {
+          const int nc = static_cast<int>(std::min<int64_t>(a.cols - c0, T::kMaxCols));
+          for (int c = 0; c < nc; ++c) {
+            x[c] = reinterpret_cast<const BlockQ8*>(a.x + static_cast<size_t>(c0 + c) * a.x_stride);
+            out[c] = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(a.out) +
+                                              static_cast<size_t>(c0 + c) * a.out_stride) +
+                     r0;
+          }
+          kTiles[static_cast<size_t>(nc - 1)](span, x, out);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace
+}  // namespace tessera::cpu

@@ -1,0 +1,76 @@
+// Activation quantizers over a tier's vector type V (avx2/vec.h or
+// avx512/vec.h): the same arithmetic as quantize_q8_ref and
+// quantize_row_q8_K_ref, lane by lane, so the results are bit-exact.
+// Include after the tier's vec.h; internal linkage per tier.
+#pragma once
+
+#include <cstring>
+
+#include "backends/cpu/kernels/kernels.h"
+
+namespace tessera::cpu {
+namespace {
+
+template <class V>
+void quantize_q8(const float* x, BlockQ8* y, int64_t k) {
+  constexpr int kVecs = kQK / V::kLanes;
+  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
+    typename V::F v[kVecs];
+    typename V::F amax = V::zero();
+    for (int i = 0; i < kVecs; ++i) {
+      v[i] = V::load(x + i * V::kLanes);
+      amax = V::max_skip_nan(V::abs(v[i]), amax);
+    }
+    // Scalar divisions, exactly as the reference computes d and 1/d.
+    const float d = V::hmax(amax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    typename V::I sum = V::zero_i();
+    for (int i = 0; i < kVecs; ++i) {
+      const typename V::I q = V::round_q8(V::mul(v[i], V::set1(id)));
+      V::store_i8(y[b].qs + i * V::kLanes, q);
+      sum = V::add_i(sum, q);
+    }
+    y[b].d = d;
+    y[b].sum = V::hsum_i(sum);
+  }
+}
+
+template <class V>
+void quantize_q8_k(const float* x, block_q8_K* y, int64_t k) {
+  constexpr int kVecs = kQKK / V::kLanes;
+  for (int64_t b = 0; b < k / kQKK; ++b, x += kQKK) {
+    block_q8_K& out = y[b];
+    typename V::F amax = V::zero();
+    for (int i = 0; i < kVecs; ++i) {
+      amax = V::max_skip_nan(V::abs(V::load(x + i * V::kLanes)), amax);
+    }
+    const float m = V::hmax(amax);
+    if (m == 0.0f) {
+      std::memset(&out, 0, sizeof out);
+      continue;
+    }
+    // The signed value of the first element of largest magnitude.
+    float max = 0.0f;
+    for (int i = 0; i < kVecs; ++i) {
+      const uint32_t hits = V::eq_mask(V::abs(V::load(x + i * V::kLanes)), m);
+      if (hits != 0) {
+        max = x[i * V::kLanes + __builtin_ctz(hits)];
+        break;
+      }
+    }
+    const float iscale = -127.0f / max;
+    for (int i = 0; i < kVecs; ++i) {
+      const typename V::I q = V::round_q8k(V::mul(V::load(x + i * V::kLanes), V::set1(iscale)));
+      V::store_i8(out.qs + i * V::kLanes, q);
+    }
+    for (int j = 0; j < 16; ++j) {
+      int sum = 0;
+      for (int l = 0; l < 16; ++l) sum += out.qs[16 * j + l];
+      out.bsums[j] = static_cast<int16_t>(sum);
+    }
+    out.d = 1.0f / iscale;
+  }
+}
+
+}  // namespace
+}  // namespace tessera::cpu

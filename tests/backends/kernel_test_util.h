@@ -1,0 +1,136 @@
+// Helpers for the CPU kernel tests: random data, matrices in any weight type,
+// the tiers this machine runs, and error measures.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/isa.h"
+#include "backends/cpu/kernels/kernels.h"
+#include "tessera/dtype.h"
+
+namespace tessera::cpu::testing {
+
+inline uint32_t fresh_seed() { return std::random_device{}(); }
+
+// Uniform in [-1, 1], scaled per 32-block by a random power of two in
+// [2^-6, 2^6] so blocks of very different magnitude meet in one dot product.
+inline std::vector<float> random_floats(size_t n, std::mt19937& rng, bool vary_scale = true) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exp(-6, 6);
+  std::vector<float> v(n);
+  float scale = 1.0f;
+  for (size_t i = 0; i < n; ++i) {
+    if (vary_scale && i % 32 == 0) scale = std::ldexp(1.0f, exp(rng));
+    v[i] = dist(rng) * scale;
+  }
+  return v;
+}
+
+inline std::vector<uint8_t> random_bytes(size_t n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> dist(0, 255);
+  std::vector<uint8_t> v(n);
+  for (uint8_t& b : v) b = static_cast<uint8_t>(dist(rng));
+  return v;
+}
+
+// rows x k floats quantized (or converted) row by row with the reference quantizer.
+inline std::vector<uint8_t> to_type(DType type, const std::vector<float>& x, int64_t rows,
+                                    int64_t k) {
+  const size_t row = *row_bytes(type, k);
+  std::vector<uint8_t> out(row * static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(type, x.data() + r * k, out.data() + static_cast<size_t>(r) * row, k);
+  }
+  return out;
+}
+
+inline std::vector<float> to_float(DType type, const std::vector<uint8_t>& bytes, int64_t rows,
+                                   int64_t k) {
+  const size_t row = *row_bytes(type, k);
+  std::vector<float> out(static_cast<size_t>(rows * k));
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(type, bytes.data() + static_cast<size_t>(r) * row, out.data() + r * k, k);
+  }
+  return out;
+}
+
+// Weights split as the kernels add them: w = scaled + min (min nonzero only
+// for Q4_1, Q5_1, Q4_K, which keep (d, m) / (d, dmin) as their first two f16:
+// zeroing one leaves the other part).
+inline void split_parts(DType type, const std::vector<uint8_t>& bytes, int64_t rows, int64_t k,
+                        std::vector<float>* scaled, std::vector<float>* min) {
+  if (type != DType::kQ4_1 && type != DType::kQ5_1 && type != DType::kQ4_K) {
+    *scaled = to_float(type, bytes, rows, k);
+    min->assign(scaled->size(), 0.0f);
+    return;
+  }
+  const size_t block = dtype_info(type).block_bytes;
+  std::vector<uint8_t> s = bytes, m = bytes;
+  for (size_t at = 0; at < bytes.size(); at += block) {
+    std::memset(s.data() + at + 2, 0, 2);
+    std::memset(m.data() + at, 0, 2);
+  }
+  *scaled = to_float(type, s, rows, k);
+  *min = to_float(type, m, rows, k);
+}
+
+// The activation format the SIMD tiers quantize `type`'s inputs to.
+inline ActFormat act_format_of(DType type) {
+  if (type == DType::kQ4_K || type == DType::kQ6_K) return ActFormat::kQ8K;
+  return dtype_info(type).quantized ? ActFormat::kQ8 : ActFormat::kF32;
+}
+
+// What rows of k activations stand for after the reference quantizer of `act`.
+inline std::vector<double> act_values(ActFormat act, const std::vector<float>& x, int64_t k) {
+  std::vector<double> out(x.begin(), x.end());
+  const int64_t rows = static_cast<int64_t>(x.size()) / k;
+  for (int64_t r = 0; r < rows && act != ActFormat::kF32; ++r) {
+    const float* src = x.data() + r * k;
+    if (act == ActFormat::kQ8) {
+      std::vector<BlockQ8> q(static_cast<size_t>(k / kQK));
+      quantize_q8_ref(src, q.data(), k);
+      for (int64_t i = 0; i < k; ++i) {
+        out[static_cast<size_t>(r * k + i)] = static_cast<double>(q[i / kQK].d) * q[i / kQK].qs[i % kQK];
+      }
+    } else {
+      std::vector<block_q8_K> q(static_cast<size_t>(k / kQKK));
+      quantize_row_q8_K_ref(src, q.data(), k);
+      for (int64_t i = 0; i < k; ++i) {
+        out[static_cast<size_t>(r * k + i)] = static_cast<double>(q[i / kQKK].d) * q[i / kQKK].qs[i % kQKK];
+      }
+    }
+  }
+  return out;
+}
+
+// Normalized mean squared error of `got` against `want` (ggml's NMSE).
+inline double nmse(const std::vector<float>& got, const std::vector<double>& want) {
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (got[i] - want[i]) * (got[i] - want[i]);
+    norm += want[i] * want[i];
+  }
+  return norm > 0 ? err / norm : err;
+}
+
+// Tiers this CPU runs, as test parameters named "ref", "avx2", "avx512".
+inline std::vector<Isa> tiers() { return supported_isas(); }
+inline std::vector<Isa> simd_tiers() {
+  std::vector<Isa> out;
+  for (Isa t : supported_isas()) {
+    if (t != Isa::kRef) out.push_back(t);
+  }
+  return out;
+}
+inline std::string tier_name(const ::testing::TestParamInfo<Isa>& info) {
+  return std::string(isa_name(info.param));
+}
+
+}  // namespace tessera::cpu::testing

@@ -1,0 +1,171 @@
+// Every matrix kernel of every SIMD tier against a double-precision oracle on
+// fresh random inputs: weights quantized by the reference quantizers,
+// activations by the reference activation quantizers, so the only difference
+// left is float rounding inside the kernel.
+//
+// Tolerance, from the arithmetic: the integer dot of a block is exact; each
+// block term then takes at most 3 roundings (d_w * d_a, the int -> float
+// convert, the FMA), and a lane accumulates n terms in sequence before a
+// horizontal sum of at most 16 lanes (4 levels). First order, the error is
+// below (n + 8) u S with u = 2^-24 and S = sum_k (|d q_k| + |m_k|) |a_k|, the
+// magnitudes the kernel actually adds (minimums counted apart, as the kernels
+// add them apart). We allow twice that: (n + 8) 2^-23 S.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "backends/cpu/kernels/repack.h"
+#include "kernel_test_util.h"
+#include "tessera/graph.h"
+
+namespace tessera::cpu {
+namespace {
+
+using testing::fresh_seed;
+using testing::random_floats;
+
+struct WeightCase {
+  const char* name;
+  DType type;
+  bool panels;
+  MatKernel Kernels::*kernel;
+};
+
+const WeightCase kWeightCases[] = {
+    {"f32", DType::kF32, false, &Kernels::f32},
+    {"f16", DType::kF16, false, &Kernels::f16},
+    {"bf16", DType::kBF16, false, &Kernels::bf16},
+    {"q4_0", DType::kQ4_0, false, &Kernels::q4_0},
+    {"q4_1", DType::kQ4_1, false, &Kernels::q4_1},
+    {"q5_0", DType::kQ5_0, false, &Kernels::q5_0},
+    {"q5_1", DType::kQ5_1, false, &Kernels::q5_1},
+    {"q8_0", DType::kQ8_0, false, &Kernels::q8_0},
+    {"q4_k", DType::kQ4_K, false, &Kernels::q4_k},
+    {"q6_k", DType::kQ6_K, false, &Kernels::q6_k},
+    {"q4_0_panel", DType::kQ4_0, true, &Kernels::q4_0_panel},
+    {"q8_0_panel", DType::kQ8_0, true, &Kernels::q8_0_panel},
+};
+
+class MatKernelTest : public ::testing::TestWithParam<std::tuple<Isa, WeightCase>> {
+ protected:
+  uint32_t seed_ = fresh_seed();
+};
+
+TEST_P(MatKernelTest, MatchesTheOracleWithinTheRoundingBound) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const auto [isa, wc] = GetParam();
+  const MatKernel& mk = kernels_for(isa).*wc.kernel;
+  ASSERT_TRUE(mk) << "tier " << isa_name(isa) << " has no " << wc.name << " kernel";
+  std::mt19937 rng(seed_);
+  const int64_t bs = dtype_info(wc.type).block_size;
+  std::vector<int64_t> ks;
+  if (bs == 1) {
+    ks = {1, 7, 16, 33, 100, 256};
+  } else if (bs == kQK) {
+    ks = {32, 96, 512};
+  } else {
+    ks = {256, 768};
+  }
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},  {5, 3},  {16, 8}, {17, 9},
+                                                {35, 13}, {33, 1}, {1, 12}};
+  for (int64_t k : ks) {
+    for (auto [rows, cols] : shapes) {
+      SCOPED_TRACE(::testing::Message() << "k " << k << " rows " << rows << " cols " << cols);
+      // Weights: reference-quantized rows, laid out with a padded row stride
+      // (row layouts) or packed into panels.
+      const std::vector<float> wf = random_floats(static_cast<size_t>(rows * k), rng);
+      const std::vector<uint8_t> wq = testing::to_type(wc.type, wf, rows, k);
+      std::vector<float> w_scaled, w_min;
+      testing::split_parts(wc.type, wq, rows, k, &w_scaled, &w_min);
+      const size_t row_bytes = *tessera::row_bytes(wc.type, k);
+      std::vector<uint8_t> w;
+      MatArgs a;
+      a.k = k;
+      a.rows = rows;
+      a.cols = cols;
+      if (wc.panels) {
+        Graph g;
+        const PanelLayout l = panel_layout(*g.new_tensor(wc.type, {k, rows}));
+        w.assign(l.total_bytes(), 0);
+        pack_bytes(l, w.data(), wq.data(), 0, wq.size());
+        a.w_stride = l.panel_bytes;
+      } else {
+        a.w_stride = row_bytes + 64;
+        w.assign(a.w_stride * static_cast<size_t>(rows), 0xee);
+        for (int64_t r = 0; r < rows; ++r) {
+          std::memcpy(w.data() + static_cast<size_t>(r) * a.w_stride,
+                      wq.data() + static_cast<size_t>(r) * row_bytes, row_bytes);
+        }
+      }
+      a.w = w.data();
+
+      // Activations in the kernel's format, columns at a padded stride, and
+      // the values they stand for.
+      const std::vector<float> xf = random_floats(static_cast<size_t>(cols * k), rng);
+      const std::vector<double> xv = testing::act_values(mk.act, xf, k);
+      const size_t col_bytes = mk.act == ActFormat::kF32 ? static_cast<size_t>(k) * 4
+                               : mk.act == ActFormat::kQ8
+                                   ? static_cast<size_t>(k / kQK) * sizeof(BlockQ8)
+                                   : static_cast<size_t>(k / kQKK) * sizeof(block_q8_K);
+      a.x_stride = col_bytes + 64;
+      std::vector<uint8_t> x(a.x_stride * static_cast<size_t>(cols), 0);
+      for (int64_t c = 0; c < cols; ++c) {
+        uint8_t* dst = x.data() + static_cast<size_t>(c) * a.x_stride;
+        const float* src = xf.data() + c * k;
+        if (mk.act == ActFormat::kF32) {
+          std::memcpy(dst, src, col_bytes);
+        } else if (mk.act == ActFormat::kQ8) {
+          quantize_q8_ref(src, reinterpret_cast<BlockQ8*>(dst), k);
+        } else {
+          quantize_row_q8_K_ref(src, reinterpret_cast<block_q8_K*>(dst), k);
+        }
+      }
+      a.x = x.data();
+
+      // Outputs with sentinels between columns.
+      const float kSentinel = -12345.5f;
+      a.out_stride = static_cast<size_t>(rows + 3) * sizeof(float);
+      std::vector<float> out(static_cast<size_t>((rows + 3) * cols), kSentinel);
+      a.out = out.data();
+      mk.run(a);
+
+      const double n = bs == 1 ? static_cast<double>((k + 7) / 8) : static_cast<double>(k / bs);
+      for (int64_t c = 0; c < cols; ++c) {
+        for (int64_t r = 0; r < rows + 3; ++r) {
+          const float got = out[static_cast<size_t>(c * (rows + 3) + r)];
+          if (r >= rows) {
+            ASSERT_EQ(got, kSentinel) << "overran into row " << r << " of column " << c;
+            continue;
+          }
+          double want = 0, mag = 0;
+          for (int64_t i = 0; i < k; ++i) {
+            const size_t wi = static_cast<size_t>(r * k + i);
+            const double xi = xv[static_cast<size_t>(c * k + i)];
+            want += (static_cast<double>(w_scaled[wi]) + w_min[wi]) * xi;
+            mag += (std::fabs(w_scaled[wi]) + std::fabs(w_min[wi])) * std::fabs(xi);
+          }
+          const double tol = (n + 8) * std::ldexp(1.0, -23) * mag;
+          ASSERT_NEAR(got, want, tol) << "row " << r << " column " << c;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, MatKernelTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::simd_tiers()),
+                                            ::testing::ValuesIn(kWeightCases)),
+                         [](const auto& param_info) {
+                           return std::string(isa_name(std::get<0>(param_info.param))) + "_" +
+                                  std::get<1>(param_info.param).name;
+                         });
+
+TEST(RefTier, HasQuantizersAndNoMatrixKernels) {
+  const Kernels& ref = kernels_for(Isa::kRef);
+  EXPECT_EQ(ref.isa, Isa::kRef);
+  EXPECT_EQ(ref.quantize_q8, &quantize_q8_ref);
+  for (const WeightCase& wc : kWeightCases) EXPECT_FALSE(ref.*wc.kernel) << wc.name;
+}
+
+}  // namespace
+}  // namespace tessera::cpu

@@ -1,0 +1,205 @@
+// MUL_MAT through the CPU device on every tier, with weights in host memory
+// and in the repacking weights buffer: odd shapes, broadcast batches, GEMV
+// (static split) and GEMM (chunked) sizes. Each result is held to a
+// double-precision oracle (NMSE 5e-4 with quantized activations, as the
+// conformance suite; 1e-10 for float weights, where only summation order
+// differs) and to the rounding bound of mat_kernels_test against activations
+// quantized as the tiers quantize them; the ref tier is held to the bound of a
+// sequential f32 sum and gives bit-identical results from either buffer.
+// The device refuses ops that would read panels as plain bytes.
+#include <gtest/gtest.h>
+
+#include <tuple>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/repack.h"
+#include "kernel_test_util.h"
+#include "tessera/graph.h"
+#include "tessera/ops.h"
+
+namespace tessera::cpu {
+namespace {
+
+using testing::fresh_seed;
+using testing::random_floats;
+
+struct Shape {
+  int64_t m, n, w2, w3, x2, x3;
+};
+
+class MulMatTest : public ::testing::TestWithParam<DType> {
+ protected:
+  CpuBackend backend_{2};
+  CpuDevice& device() { return backend_.cpu_device(); }
+  uint32_t seed_ = fresh_seed();
+};
+
+// Runs y = w x on `device` at `isa`, w placed in `wtype`; returns y.
+std::vector<float> run_mul_mat(CpuDevice& device, Isa isa, BufferType& wtype, DType type,
+                               int64_t k, const Shape& s, const std::vector<uint8_t>& wbytes,
+                               const std::vector<float>& xv) {
+  Graph g;
+  Tensor* w = g.new_tensor(type, {k, s.m, s.w2, s.w3}, "w");
+  Tensor* x = g.new_tensor(DType::kF32, {k, s.n, s.x2, s.x3}, "x");
+  Tensor* y = ops::mul_mat(g, w, x);
+  auto wbuf = wtype.allocate(wtype.alloc_size(*w));
+  wbuf->place(*w, 0);
+  wbuf->set_tensor(*w, wbytes.data());
+  BufferType& host = device.buffer_type();
+  auto xbuf = host.allocate(x->n_bytes());
+  xbuf->place(*x, 0);
+  xbuf->set_tensor(*x, xv.data());
+  auto ybuf = host.allocate(y->n_bytes());
+  ybuf->place(*y, 0);
+  EXPECT_TRUE(device.supports_op(*y));
+  device.set_isa(isa);
+  g.expand(y);
+  device.compute(g.nodes());
+  std::vector<float> out(static_cast<size_t>(y->n_elements()));
+  ybuf->get_tensor(*y, out.data());
+  return out;
+}
+
+TEST_P(MulMatTest, EveryTierMatchesTheOracleFromEitherBuffer) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed_);
+  const DType type = GetParam();
+  const int64_t bs = dtype_info(type).block_size;
+  const int64_t k = bs == 1 ? 45 : bs == kQK ? 160 : 512;
+  const Shape shapes[] = {{1, 1, 1, 1, 1, 1},  {17, 5, 1, 1, 1, 1}, {70, 70, 1, 1, 1, 1},
+                          {33, 9, 2, 1, 4, 2}, {16, 3, 1, 2, 3, 2}, {5, 40, 3, 1, 3, 1}};
+  std::mt19937 rng(seed_);
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "m " << s.m << " n " << s.n << " batches w " << s.w2
+                                      << "x" << s.w3 << " x " << s.x2 << "x" << s.x3);
+    const int64_t wrows = s.m * s.w2 * s.w3, xrows = s.n * s.x2 * s.x3;
+    const std::vector<float> wf = random_floats(static_cast<size_t>(wrows * k), rng);
+    const std::vector<uint8_t> wq = testing::to_type(type, wf, wrows, k);
+    const std::vector<float> wd = testing::to_float(type, wq, wrows, k);
+    const std::vector<float> xv = random_floats(static_cast<size_t>(xrows * k), rng);
+    // Oracles: exact activations (want), and activations as the SIMD tiers
+    // quantize them (want_q) with the magnitude their rounding scales with.
+    std::vector<float> w_scaled, w_min;
+    testing::split_parts(type, wq, wrows, k, &w_scaled, &w_min);
+    const std::vector<double> xq = testing::act_values(testing::act_format_of(type), xv, k);
+    const size_t outputs = static_cast<size_t>(s.m * xrows);
+    std::vector<double> want(outputs), want_q(outputs), mag(outputs), mag_ref(outputs);
+    for (int64_t x3 = 0; x3 < s.x3; ++x3) {
+      for (int64_t x2 = 0; x2 < s.x2; ++x2) {
+        const int64_t wb = x2 / (s.x2 / s.w2) + s.w2 * (x3 / (s.x3 / s.w3));
+        for (int64_t j = 0; j < s.n; ++j) {
+          const int64_t xr = j + s.n * (x2 + s.x2 * x3);
+          for (int64_t i = 0; i < s.m; ++i) {
+            double sum = 0, sum_q = 0, m = 0, m_ref = 0;
+            for (int64_t kk = 0; kk < k; ++kk) {
+              const auto wi = static_cast<size_t>((wb * s.m + i) * k + kk);
+              const auto xi = static_cast<size_t>(xr * k + kk);
+              sum += static_cast<double>(wd[wi]) * xv[xi];
+              sum_q += static_cast<double>(wd[wi]) * xq[xi];
+              m += (std::fabs(w_scaled[wi]) + std::fabs(w_min[wi])) * std::fabs(xq[xi]);
+              m_ref += std::fabs(wd[wi] * xv[xi]);
+            }
+            const auto o = static_cast<size_t>(xr * s.m + i);
+            want[o] = sum;
+            want_q[o] = sum_q;
+            mag[o] = m;
+            mag_ref[o] = m_ref;
+          }
+        }
+      }
+    }
+    // Rounding bound of mat_kernels_test; NMSE needs enough outputs to mean anything.
+    const double n_acc = bs == 1 ? static_cast<double>((k + 7) / 8) : static_cast<double>(k / bs);
+    const double nmse_limit = bs == 1 ? 1e-10 : 5e-4;
+    std::vector<float> ref_host;
+    for (BufferType* wtype : {&device().buffer_type(), &device().weights_buffer_type()}) {
+      for (Isa isa : testing::tiers()) {
+        SCOPED_TRACE(::testing::Message() << isa_name(isa) << " weights in " << wtype->name());
+        const std::vector<float> got = run_mul_mat(device(), isa, *wtype, type, k, s, wq, xv);
+        if (isa == Isa::kRef) {  // sequential f32 sums over k
+          for (size_t o = 0; o < outputs; ++o) {
+            ASSERT_NEAR(got[o], want[o], static_cast<double>(k + 8) * std::ldexp(1.0, -23) * mag_ref[o]);
+          }
+          if (ref_host.empty()) {
+            ref_host = got;
+          } else {
+            EXPECT_EQ(got, ref_host) << "ref tier differs between buffers";
+          }
+          continue;
+        }
+        if (outputs >= 64) {
+          EXPECT_LE(testing::nmse(got, want), nmse_limit);
+        }
+        for (size_t o = 0; o < outputs; ++o) {
+          ASSERT_NEAR(got[o], want_q[o], (n_acc + 8) * std::ldexp(1.0, -23) * mag[o]) << o;
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, MulMatTest,
+                         ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0,
+                                           DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
+                                           DType::kQ4_K, DType::kQ6_K),
+                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+
+TEST(RepackedWeights, OnlyMulMatAndGetRowsReadThem) {
+  CpuBackend backend(1);
+  CpuDevice& d = backend.cpu_device();
+  Graph g;
+  Tensor* w = g.new_tensor(DType::kQ4_0, {64, 20}, "w");
+  Tensor* x = g.new_tensor(DType::kF32, {64, 3}, "x");
+  Tensor* ids = g.new_tensor(DType::kI32, {4}, "ids");
+  BufferType& wt = d.weights_buffer_type();
+  auto buf = wt.allocate(wt.alloc_size(*w));
+  buf->place(*w, 0);
+  Tensor* rows = ops::view(g, w, {64, 10}, {w->nb[1]}, w->nb[1] * 5);
+  EXPECT_TRUE(d.supports_op(*ops::mul_mat(g, w, x)));
+  EXPECT_TRUE(d.supports_op(*ops::get_rows(g, w, ids)));
+  EXPECT_FALSE(d.supports_op(*ops::mul_mat(g, rows, x)));   // a view into panels
+  EXPECT_FALSE(d.supports_op(*ops::get_rows(g, rows, ids)));
+  EXPECT_FALSE(d.supports_op(*ops::dup(g, w)));  // would copy panel bytes
+  EXPECT_TRUE(d.supports_op(*rows));             // a view itself computes nothing
+}
+
+TEST(RepackedWeights, GetRowsReadsRepackedEmbeddings) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  CpuBackend backend(2);
+  CpuDevice& d = backend.cpu_device();
+  for (DType type : {DType::kQ4_0, DType::kQ8_0}) {
+    const int64_t k = 96, vocab = 37;
+    Graph g;
+    Tensor* emb = g.new_tensor(type, {k, vocab}, "emb");
+    Tensor* ids = g.new_tensor(DType::kI32, {5}, "ids");
+    Tensor* y = ops::get_rows(g, emb, ids);
+    BufferType& wt = d.weights_buffer_type();
+    auto wbuf = wt.allocate(wt.alloc_size(*emb));
+    wbuf->place(*emb, 0);
+    const std::vector<uint8_t> bytes =
+        testing::to_type(type, random_floats(static_cast<size_t>(k * vocab), rng), vocab, k);
+    wbuf->set_tensor(*emb, bytes.data());
+    auto hbuf = d.buffer_type().allocate(1 << 16);
+    hbuf->place(*ids, 0);
+    hbuf->place(*y, 1024);
+    const std::vector<int32_t> picks = {0, 36, 17, 16, 15};
+    hbuf->set_tensor(*ids, picks.data());
+    ASSERT_TRUE(d.supports_op(*y));
+    g.expand(y);
+    d.compute(g.nodes());
+    std::vector<float> got(static_cast<size_t>(k) * picks.size());
+    hbuf->get_tensor(*y, got.data());
+    const std::vector<float> all = testing::to_float(type, bytes, vocab, k);
+    for (size_t i = 0; i < picks.size(); ++i) {
+      for (int64_t e = 0; e < k; ++e) {
+        ASSERT_EQ(got[i * static_cast<size_t>(k) + static_cast<size_t>(e)],
+                  all[static_cast<size_t>(picks[i] * k + e)])
+            << dtype_name(type) << " pick " << i << " element " << e;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::cpu
