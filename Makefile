@@ -5,6 +5,7 @@
 
 SHARED ?= $(abspath ../shared)
 MODEL  ?= $(SHARED)/models/stories260K.gguf
+PROMPT ?= Once upon a time, there was a little girl named Lily. She
 JOBS   ?= $(shell nproc)
 BUILD  := build/release
 
@@ -20,7 +21,7 @@ build: deps
 demo: deps
 	@cmake --preset release -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target tessera
-	$(BUILD)/bin/tessera inspect $(MODEL)
+	$(BUILD)/bin/tessera run -m $(MODEL) -p "$(PROMPT)" -n 200 -s 42
 
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -12,5 +12,8 @@ using Runner = std::function<int()>;
 
 Runner add_inspect(CLI::App& app);
 Runner add_devices(CLI::App& app);
+Runner add_run(CLI::App& app);
+Runner add_perplexity(CLI::App& app);
+Runner add_tokenize(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
     tessera::cli::Runner run = adder(app);
     runners.emplace_back(app.get_subcommands({}).at(before), std::move(run));
   };
+  add(tessera::cli::add_run);
+  add(tessera::cli::add_perplexity);
+  add(tessera::cli::add_tokenize);
   add(tessera::cli::add_inspect);
   add(tessera::cli::add_devices);
 

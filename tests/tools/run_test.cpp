@@ -1,0 +1,102 @@
+// `tessera run`, `tokenize` and `perplexity` as a user runs them on stories260K.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <regex>
+
+#include "tools/run_command.h"
+
+namespace tessera::testing {
+namespace {
+
+std::string tessera(const std::string& args) { return std::string(TESSERA_BIN) + " " + args; }
+std::string model() { return "-m " + shared_dir() + "/models/stories260K.gguf"; }
+std::string story() { return std::string(TESSERA_SOURCE_DIR) + "/tests/data/story.txt"; }
+
+TEST(RunTest, GreedyTextAndTimings) {
+  const CommandResult r = run_command(
+      tessera("run " + model() + " -p 'Once upon a time' -n 20 --temp 0 --no-display-prompt"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind(", there was a little girl named Lily. She loved to play", 0), 0u)
+      << r.out;
+  for (const char* what : {"load", "prompt", "generated", "tok/s"}) {
+    EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+  }
+  EXPECT_NE(r.err.find("    20 tokens"), std::string::npos) << r.err;  // -n respected
+}
+
+TEST(RunTest, PromptIsDisplayedUnlessAskedNot) {
+  const CommandResult r =
+      run_command(tessera("run " + model() + " -p 'One day' -n 4 --temp 0"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("One day, a little", 0), 0u) << r.out;
+}
+
+TEST(RunTest, SameSeedSameText) {
+  const std::string cmd =
+      tessera("run " + model() + " -p 'Once upon a time' -n 40 --no-display-prompt -s ");
+  const CommandResult a = run_command(cmd + "7");
+  const CommandResult b = run_command(cmd + "7");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_FALSE(a.out.empty());
+}
+
+TEST(RunTest, ErrorsAreOneClearLine) {
+  CommandResult r = run_command(tessera("run " + model()));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("-p TEXT or -f FILE"), std::string::npos) << r.err;
+  r = run_command(tessera("run -m /nonexistent.gguf -p hi"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
+  r = run_command(tessera("run " + model() + " -p hi --top-p 2"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("top-p"), std::string::npos) << r.err;
+}
+
+TEST(RunTest, CtrlCStopsAndStillPrintsTimings) {
+  // Generation that would run for a long time, interrupted after half a second.
+  const std::string cmd = tessera("run " + model() + " -p \"Once upon a time\" -c 200000 -n -1 "
+                                  "--ignore-eos --no-display-prompt");
+  const CommandResult r =
+      run_command("sh -c '" + cmd + " & pid=$!; sleep 0.5; kill -INT $pid; wait $pid; "
+                  "echo exit=$?'");
+  EXPECT_NE(r.out.find("exit=130"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("generated"), std::string::npos) << r.err;
+}
+
+TEST(TokenizeTest, IdsAsLlamaTokenizePrintsThem) {
+  const CommandResult r =
+      run_command(tessera("tokenize " + model() + " -p 'Once upon a time' --ids"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[1, 403, 407, 261, 378]\n");
+}
+
+double final_ppl(const std::string& out) {
+  std::smatch m;
+  const std::regex re("Final estimate: PPL = ([0-9.]+) \\+/- ([0-9.]+)");
+  if (!std::regex_search(out, m, re)) return -1;
+  return std::stod(m[1]);
+}
+
+TEST(PerplexityTest, FiniteAndStableBetweenRuns) {
+  const std::string cmd = tessera("perplexity " + model() + " -f " + story() + " -c 128");
+  const CommandResult a = run_command(cmd);
+  const CommandResult b = run_command(cmd);
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  const double ppl = final_ppl(a.out);
+  EXPECT_TRUE(std::isfinite(ppl) && ppl > 1.0 && ppl < 50.0) << a.out;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out.find("[1]"), std::string::npos) << a.out;
+}
+
+TEST(PerplexityTest, TooShortATextIsAnError) {
+  const CommandResult r =
+      run_command(tessera("perplexity " + model() + " -f " + story() + " -c 2048"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("at least 2 * n_ctx"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tessera::testing
