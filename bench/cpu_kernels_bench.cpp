@@ -10,12 +10,14 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -28,14 +30,15 @@
 namespace tessera::bench {
 namespace {
 
-constexpr int kThreads = 2;  // TESSERA_BENCH_THREADS overrides
+constexpr int kThreads = 2;                         // TESSERA_BENCH_THREADS overrides
 constexpr size_t kColdBytes = size_t{256} << 20;    // GEMV weight rotation: 8x this L3
 constexpr size_t kProbeBytes = size_t{512} << 20;   // read-bandwidth buffer
 constexpr int64_t kProbeRounds = int64_t{1} << 20;  // FMA / dpbusd rounds per call
 
 // Anonymous memory, as host buffers hold it; first touched here.
 struct HostBlock {
-  explicit HostBlock(size_t n) : bytes(n), p(static_cast<uint8_t*>(cpu::host_allocate(n, 64, "bench"))) {
+  explicit HostBlock(size_t n)
+      : bytes(n), p(static_cast<uint8_t*>(cpu::host_allocate(n, 64, "bench"))) {
     std::memset(p, 0x5a, n);
   }
   ~HostBlock() { cpu::host_release(p, bytes); }
@@ -43,26 +46,32 @@ struct HostBlock {
   uint8_t* p;
 };
 
+// Probe counters are per-thread totals marked kIsRate: Google Benchmark sums
+// them over threads and divides by the mean thread time. (An
+// iteration-invariant rate would be multiplied by the summed iteration
+// count as well, counting 2-thread work twice.)
+benchmark::Counter total_rate(double per_iteration, const benchmark::State& st) {
+  return benchmark::Counter(per_iteration * static_cast<double>(st.iterations()),
+                            benchmark::Counter::kIsRate);
+}
+
 void read_bandwidth(benchmark::State& st, const HostBlock* block) {
   const size_t slice = block->bytes / static_cast<size_t>(st.threads()) / 256 * 256;
   const uint8_t* p = block->p + slice * static_cast<size_t>(st.thread_index());
   for (auto _ : st) benchmark::DoNotOptimize(read_bytes_avx512(p, slice));
-  st.counters["GB/s"] = benchmark::Counter(static_cast<double>(slice) / 1e9,
-                                           benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GB/s"] = total_rate(static_cast<double>(slice) / 1e9, st);
 }
 
 void fma_peak(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(fma_chains_avx512(kProbeRounds));
-  st.counters["GFLOP/s"] = benchmark::Counter(
-      static_cast<double>(kProbeRounds) * kProbeChains * 16 * 2 / 1e9,
-      benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GFLOP/s"] =
+      total_rate(static_cast<double>(kProbeRounds) * kProbeChains * 16 * 2 / 1e9, st);
 }
 
 void dpbusd_peak(benchmark::State& st) {
   for (auto _ : st) benchmark::DoNotOptimize(dpbusd_chains_avx512(kProbeRounds));
-  st.counters["GOP/s"] = benchmark::Counter(  // one MAC = 2 ops
-      static_cast<double>(kProbeRounds) * kProbeChains * 64 * 2 / 1e9,
-      benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GOP/s"] =  // one MAC = 2 ops
+      total_rate(static_cast<double>(kProbeRounds) * kProbeChains * 64 * 2 / 1e9, st);
 }
 
 struct MatCase {
@@ -127,7 +136,8 @@ void mul_mat(benchmark::State& st, cpu::CpuDevice* dev, MatCase c) {
   st.SetLabel(fmt::format("{} copies, {}", copies, wt.name()));
 }
 
-// The console table, plus every counter kept by (name, threads) for the summary.
+// The console table, plus every counter of every repetition kept by
+// (name, threads) for the summary, which uses medians.
 class Reporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
@@ -135,19 +145,26 @@ class Reporter : public benchmark::ConsoleReporter {
     for (const Run& r : runs) {
       if (r.error_occurred || r.run_type != Run::RT_Iteration) continue;
       for (const auto& [key, counter] : r.counters) {
-        values_[r.run_name.function_name + "@" + std::to_string(r.threads)][key] = counter.value;
+        values_[key_of(r.run_name.function_name, static_cast<int>(r.threads))][key].push_back(
+            counter.value);
       }
     }
   }
-  double get(const std::string& name, int threads, const std::string& counter) const {
-    auto it = values_.find(name + "@" + std::to_string(threads));
+  double median(const std::string& name, int threads, const std::string& counter) const {
+    auto it = values_.find(key_of(name, threads));
     if (it == values_.end()) return 0.0;
     auto c = it->second.find(counter);
-    return c == it->second.end() ? 0.0 : c->second;
+    if (c == it->second.end() || c->second.empty()) return 0.0;
+    std::vector<double> v = c->second;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
   }
 
  private:
-  std::map<std::string, std::map<std::string, double>> values_;
+  static std::string key_of(const std::string& name, int threads) {
+    return name + "@" + std::to_string(threads);
+  }
+  std::map<std::string, std::map<std::string, std::vector<double>>> values_;
 };
 
 std::string mat_name(const MatCase& c) {
@@ -167,51 +184,81 @@ int main(int argc, char** argv) {
   const char* env_threads = std::getenv("TESSERA_BENCH_THREADS");
   cpu::CpuBackend backend(env_threads != nullptr ? std::atoi(env_threads) : kThreads);
   cpu::CpuDevice& dev = backend.cpu_device();
+  const int nth = dev.threads();
   std::unique_ptr<HostBlock> probe;
+  // A probe of the roof a case is held to: read bandwidth (GEMV), zmm FMA
+  // (F16 GEMM) or vpdpbusd (quantized GEMM), at the device's thread count.
+  struct Roof {
+    const char* name;
+    const char* counter;
+  };
+  auto roof_of = [](const MatCase& c) {
+    return c.n == 1                ? Roof{"probe/read_bw", "GB/s"}
+           : c.type == DType::kF16 ? Roof{"probe/fma_zmm", "GFLOP/s"}
+                                   : Roof{"probe/dpbusd_zmm", "GOP/s"};
+  };
+  auto register_probe = [&](const std::string& name, int threads) {
+    benchmark::internal::Benchmark* b =
+        name.starts_with("probe/read_bw")
+            ? benchmark::RegisterBenchmark(name.c_str(), read_bandwidth, probe.get())
+        : name.starts_with("probe/fma_zmm")
+            ? benchmark::RegisterBenchmark(name.c_str(), fma_peak)
+            : benchmark::RegisterBenchmark(name.c_str(), dpbusd_peak);
+    b->Threads(threads)->UseRealTime()->Unit(benchmark::kMillisecond);
+  };
   if (avx512) {
     probe = std::make_unique<HostBlock>(kProbeBytes);
-    benchmark::RegisterBenchmark("probe/read_bw", read_bandwidth, probe.get())
-        ->Threads(1)->Threads(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark("probe/fma_zmm", fma_peak)->Threads(1)->Threads(2)->UseRealTime();
-    benchmark::RegisterBenchmark("probe/dpbusd_zmm", dpbusd_peak)
-        ->Threads(1)->Threads(2)->UseRealTime();
+    for (const char* name : {"probe/read_bw", "probe/fma_zmm", "probe/dpbusd_zmm"}) {
+      register_probe(name, 1);
+      register_probe(name, 2);
+    }
   }
+  // Each case sits between two runs of its roof probe; its ratio uses their mean.
   std::vector<MatCase> cases;
   for (int64_t n : {1, 512}) {
     for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
       for (auto [m, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {5632, 2048}}) {
         cases.push_back({type, k, m, n});
-        benchmark::RegisterBenchmark(mat_name(cases.back()).c_str(), mul_mat, &dev, cases.back())
-            ->UseRealTime()->Unit(benchmark::kMillisecond);
+        const std::string name = mat_name(cases.back());
+        if (avx512)
+          register_probe(fmt::format("{}/before:{}", roof_of(cases.back()).name, name), nth);
+        benchmark::RegisterBenchmark(name.c_str(), mul_mat, &dev, cases.back())
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        if (avx512)
+          register_probe(fmt::format("{}/after:{}", roof_of(cases.back()).name, name), nth);
       }
     }
   }
 
   Reporter reporter;
-  fmt::print("tier {}, {} threads, {}\n", cpu::isa_name(dev.isa()), dev.threads(),
-             dev.description());
+  fmt::print("tier {}, {} threads, {}\n", cpu::isa_name(dev.isa()), nth, dev.description());
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  // Ratios from this run only.
-  const double bw = reporter.get("probe/read_bw", 2, "GB/s");
-  const double fma = reporter.get("probe/fma_zmm", 2, "GFLOP/s");
-  const double vnni = reporter.get("probe/dpbusd_zmm", 2, "GOP/s");
-  fmt::print("\nSummary (one run; shared machine, numbers drift between runs)\n");
-  fmt::print("  read bandwidth  1 thread {:7.1f} GB/s   2 threads {:7.1f} GB/s\n",
-             reporter.get("probe/read_bw", 1, "GB/s"), bw);
-  fmt::print("  zmm FMA peak    1 thread {:7.1f} GFLOP/s 2 threads {:7.1f} GFLOP/s\n",
-             reporter.get("probe/fma_zmm", 1, "GFLOP/s"), fma);
-  fmt::print("  vpdpbusd peak   1 thread {:7.1f} GOP/s   2 threads {:7.1f} GOP/s\n",
-             reporter.get("probe/dpbusd_zmm", 1, "GOP/s"), vnni);
-  fmt::print("  {:<34} {:>9} {:>9} {:>10}\n", "case", "GB/s", "GFLOP/s", "of probe");
+  // Ratios from this run only, each against probes taken just before and after.
+  fmt::print(
+      "\nSummary (medians over repetitions; shared machine, so only same-run ratios mean much)\n");
+  fmt::print("  probes at start      1 thread      2 threads\n");
+  for (const char* name : {"probe/read_bw", "probe/fma_zmm", "probe/dpbusd_zmm"}) {
+    const char* counter = std::string_view(name) == "probe/read_bw"   ? "GB/s"
+                          : std::string_view(name) == "probe/fma_zmm" ? "GFLOP/s"
+                                                                      : "GOP/s";
+    fmt::print("  {:<18} {:9.1f} {:>3} {:9.1f} {}\n", name + 6, reporter.median(name, 1, counter),
+               "", reporter.median(name, 2, counter), counter);
+  }
+  fmt::print("  {:<34} {:>8} {:>9} {:>12} {:>8}\n", "case (" + std::to_string(nth) + " threads)",
+             "GB/s", "GFLOP/s", "roof", "ratio");
   for (const MatCase& c : cases) {
     const std::string name = mat_name(c);
-    const double gbs = reporter.get(name, 1, "GB/s"), gfs = reporter.get(name, 1, "GFLOP/s");
-    const double peak = c.n == 1 ? bw : c.type == DType::kF16 ? fma : vnni;
-    fmt::print("  {:<34} {:9.2f} {:9.1f} {:9.1f}% {}\n", name, gbs, gfs,
-               peak > 0 ? 100.0 * (c.n == 1 ? gbs : gfs) / peak : 0.0,
-               c.n == 1 ? "of read BW" : c.type == DType::kF16 ? "of FMA peak" : "of dpbusd peak");
+    const double gbs = reporter.median(name, 1, "GB/s"), gfs = reporter.median(name, 1, "GFLOP/s");
+    const Roof roof = roof_of(c);
+    const double r =
+        0.5 * (reporter.median(fmt::format("{}/before:{}", roof.name, name), nth, roof.counter) +
+               reporter.median(fmt::format("{}/after:{}", roof.name, name), nth, roof.counter));
+    const double v = c.n == 1 ? gbs : gfs;
+    fmt::print("  {:<34} {:8.2f} {:9.1f} {:7.1f} {:<7} {:7.2f}\n", name, gbs, gfs, r, roof.counter,
+               r > 0 ? v / r : 0.0);
   }
   return 0;
 }

@@ -17,7 +17,9 @@
 
 namespace tessera::cpu::testing {
 
-inline uint32_t fresh_seed() { return std::random_device{}(); }
+inline uint32_t fresh_seed() {
+  return std::random_device{}();
+}
 
 // Uniform in [-1, 1], scaled per 32-block by a random power of two in
 // [2^-6, 2^6] so blocks of very different magnitude meet in one dot product.
@@ -97,13 +99,15 @@ inline std::vector<double> act_values(ActFormat act, const std::vector<float>& x
       std::vector<BlockQ8> q(static_cast<size_t>(k / kQK));
       quantize_q8_ref(src, q.data(), k);
       for (int64_t i = 0; i < k; ++i) {
-        out[static_cast<size_t>(r * k + i)] = static_cast<double>(q[i / kQK].d) * q[i / kQK].qs[i % kQK];
+        out[static_cast<size_t>(r * k + i)] =
+            static_cast<double>(q[i / kQK].d) * q[i / kQK].qs[i % kQK];
       }
     } else {
       std::vector<block_q8_K> q(static_cast<size_t>(k / kQKK));
       quantize_row_q8_K_ref(src, q.data(), k);
       for (int64_t i = 0; i < k; ++i) {
-        out[static_cast<size_t>(r * k + i)] = static_cast<double>(q[i / kQKK].d) * q[i / kQKK].qs[i % kQKK];
+        out[static_cast<size_t>(r * k + i)] =
+            static_cast<double>(q[i / kQKK].d) * q[i / kQKK].qs[i % kQKK];
       }
     }
   }
@@ -121,7 +125,9 @@ inline double nmse(const std::vector<float>& got, const std::vector<double>& wan
 }
 
 // Tiers this CPU runs, as test parameters named "ref", "avx2", "avx512".
-inline std::vector<Isa> tiers() { return supported_isas(); }
+inline std::vector<Isa> tiers() {
+  return supported_isas();
+}
 inline std::vector<Isa> simd_tiers() {
   std::vector<Isa> out;
   for (Isa t : supported_isas()) {

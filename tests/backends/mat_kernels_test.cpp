@@ -66,7 +66,7 @@ TEST_P(MatKernelTest, MatchesTheOracleWithinTheRoundingBound) {
   } else {
     ks = {256, 768};
   }
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},  {5, 3},  {16, 8}, {17, 9},
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {5, 3},  {16, 8}, {17, 9},
                                                 {35, 13}, {33, 1}, {1, 12}};
   for (int64_t k : ks) {
     for (auto [rows, cols] : shapes) {

@@ -35,8 +35,8 @@ class MulMatTest : public ::testing::TestWithParam<DType> {
 };
 
 // Runs y = w x on `device` at `isa`, w placed in `wtype`; returns y.
-std::vector<float> run_mul_mat(CpuDevice& device, Isa isa, BufferType& wtype, DType type,
-                               int64_t k, const Shape& s, const std::vector<uint8_t>& wbytes,
+std::vector<float> run_mul_mat(CpuDevice& device, Isa isa, BufferType& wtype, DType type, int64_t k,
+                               const Shape& s, const std::vector<uint8_t>& wbytes,
                                const std::vector<float>& xv) {
   Graph g;
   Tensor* w = g.new_tensor(type, {k, s.m, s.w2, s.w3}, "w");
@@ -69,8 +69,8 @@ TEST_P(MulMatTest, EveryTierMatchesTheOracleFromEitherBuffer) {
                           {33, 9, 2, 1, 4, 2}, {16, 3, 1, 2, 3, 2}, {5, 40, 3, 1, 3, 1}};
   std::mt19937 rng(seed_);
   for (const Shape& s : shapes) {
-    SCOPED_TRACE(::testing::Message() << "m " << s.m << " n " << s.n << " batches w " << s.w2
-                                      << "x" << s.w3 << " x " << s.x2 << "x" << s.x3);
+    SCOPED_TRACE(::testing::Message() << "m " << s.m << " n " << s.n << " batches w " << s.w2 << "x"
+                                      << s.w3 << " x " << s.x2 << "x" << s.x3);
     const int64_t wrows = s.m * s.w2 * s.w3, xrows = s.n * s.x2 * s.x3;
     const std::vector<float> wf = random_floats(static_cast<size_t>(wrows * k), rng);
     const std::vector<uint8_t> wq = testing::to_type(type, wf, wrows, k);
@@ -117,7 +117,8 @@ TEST_P(MulMatTest, EveryTierMatchesTheOracleFromEitherBuffer) {
         const std::vector<float> got = run_mul_mat(device(), isa, *wtype, type, k, s, wq, xv);
         if (isa == Isa::kRef) {  // sequential f32 sums over k
           for (size_t o = 0; o < outputs; ++o) {
-            ASSERT_NEAR(got[o], want[o], static_cast<double>(k + 8) * std::ldexp(1.0, -23) * mag_ref[o]);
+            ASSERT_NEAR(got[o], want[o],
+                        static_cast<double>(k + 8) * std::ldexp(1.0, -23) * mag_ref[o]);
           }
           if (ref_host.empty()) {
             ref_host = got;
@@ -141,7 +142,43 @@ INSTANTIATE_TEST_SUITE_P(Types, MulMatTest,
                          ::testing::Values(DType::kF32, DType::kF16, DType::kBF16, DType::kQ4_0,
                                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
                                            DType::kQ4_K, DType::kQ6_K),
-                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(dtype_name(param_info.param));
+                         });
+
+// Every output is one kernel's dot product whatever the chunking, so the
+// thread count (1, 2, 3: static splits and counter-driven chunks of other
+// sizes) cannot change a single bit.
+TEST(MulMatThreads, ResultsDoNotDependOnTheThreadCount) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  CpuBackend backend(1);
+  CpuDevice& d = backend.cpu_device();
+  const Isa best = testing::tiers().back();
+  for (DType type : {DType::kF16, DType::kQ4_0, DType::kQ8_0, DType::kQ4_K}) {
+    const int64_t k = 512;
+    for (const Shape& s : {Shape{100, 3, 1, 1, 2, 1}, Shape{75, 90, 1, 1, 1, 1}}) {
+      const int64_t wrows = s.m * s.w2 * s.w3;
+      const std::vector<uint8_t> wq = testing::to_type(
+          type, random_floats(static_cast<size_t>(wrows * k), rng), wrows, k);
+      const std::vector<float> xv =
+          random_floats(static_cast<size_t>(s.n * s.x2 * s.x3 * k), rng);
+      std::vector<float> first;
+      for (int threads : {1, 2, 3}) {
+        d.set_threads(threads);
+        const std::vector<float> got =
+            run_mul_mat(d, best, d.weights_buffer_type(), type, k, s, wq, xv);
+        if (first.empty()) {
+          first = got;
+        } else {
+          EXPECT_EQ(got, first) << dtype_name(type) << " n " << s.n << ", " << threads
+                                << " threads";
+        }
+      }
+    }
+  }
+}
 
 TEST(RepackedWeights, OnlyMulMatAndGetRowsReadThem) {
   CpuBackend backend(1);
@@ -156,7 +193,7 @@ TEST(RepackedWeights, OnlyMulMatAndGetRowsReadThem) {
   Tensor* rows = ops::view(g, w, {64, 10}, {w->nb[1]}, w->nb[1] * 5);
   EXPECT_TRUE(d.supports_op(*ops::mul_mat(g, w, x)));
   EXPECT_TRUE(d.supports_op(*ops::get_rows(g, w, ids)));
-  EXPECT_FALSE(d.supports_op(*ops::mul_mat(g, rows, x)));   // a view into panels
+  EXPECT_FALSE(d.supports_op(*ops::mul_mat(g, rows, x)));  // a view into panels
   EXPECT_FALSE(d.supports_op(*ops::get_rows(g, rows, ids)));
   EXPECT_FALSE(d.supports_op(*ops::dup(g, w)));  // would copy panel bytes
   EXPECT_TRUE(d.supports_op(*rows));             // a view itself computes nothing

@@ -35,17 +35,24 @@ std::vector<float> edge_row(size_t n, size_t block, std::mt19937& rng) {
         for (size_t j = 0; j < block; ++j) p[j] = static_cast<float>(half(rng)) + 0.5f;
         p[block / 3] = (b % 2) ? 127.0f : -127.0f;
         break;
-      case 2: std::fill(p, p + block, 0.0f); break;
-      case 3: p[block / 2] = std::numeric_limits<float>::quiet_NaN(); break;
-      case 4: p[block - 1] = (b % 2) ? std::numeric_limits<float>::infinity()
-                                     : -std::numeric_limits<float>::infinity();
+      case 2:
+        std::fill(p, p + block, 0.0f);
+        break;
+      case 3:
+        p[block / 2] = std::numeric_limits<float>::quiet_NaN();
+        break;
+      case 4:
+        p[block - 1] = (b % 2) ? std::numeric_limits<float>::infinity()
+                               : -std::numeric_limits<float>::infinity();
         break;
       case 5:
-        for (size_t j = 0; j < block; ++j) p[j] = j % 2 ? 0.5f * std::sin(static_cast<float>(j)) : -0.0f;
+        for (size_t j = 0; j < block; ++j)
+          p[j] = j % 2 ? 0.5f * std::sin(static_cast<float>(j)) : -0.0f;
         p[1] = 0.75f;
         p[block - 1] = -0.75f;  // two maxima of opposite sign: the first wins
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return x;
@@ -63,8 +70,8 @@ TEST_P(QuantizeTest, Q8IsBitExactWithTheReference) {
       kernels().quantize_q8(x.data(), got.data(), k);
       for (size_t b = 0; b < want.size(); ++b) {
         ASSERT_EQ(std::memcmp(&got[b], &want[b], sizeof(BlockQ8)), 0)
-            << "k " << k << " block " << b << ": d " << got[b].d << " vs " << want[b].d
-            << ", sum " << got[b].sum << " vs " << want[b].sum;
+            << "k " << k << " block " << b << ": d " << got[b].d << " vs " << want[b].d << ", sum "
+            << got[b].sum << " vs " << want[b].sum;
       }
     }
   }

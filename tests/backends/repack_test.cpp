@@ -38,7 +38,8 @@ TEST_P(RepackTest, RoundTripsWholeAndRandomRanges) {
   Tensor* t = g.new_tensor(c.type, {c.ne[0], c.ne[1], c.ne[2], c.ne[3]}, "w");
   const size_t n = t->n_bytes();
   const size_t padded_rows = static_cast<size_t>((c.ne[1] + 15) / 16 * 16);
-  EXPECT_EQ(weights().alloc_size(*t), padded_rows * t->nb[1] * static_cast<size_t>(c.ne[2] * c.ne[3]));
+  EXPECT_EQ(weights().alloc_size(*t),
+            padded_rows * t->nb[1] * static_cast<size_t>(c.ne[2] * c.ne[3]));
   auto buf = weights().allocate(weights().alloc_size(*t));
   buf->place(*t, 0);
   ASSERT_TRUE(is_repacked(*t));

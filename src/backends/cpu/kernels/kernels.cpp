@@ -9,9 +9,12 @@ extern const Kernels kAvx512Kernels;
 
 const Kernels& kernels_for(Isa isa) {
   switch (isa) {
-    case Isa::kRef: return kRefKernels;
-    case Isa::kAvx2: return kAvx2Kernels;
-    case Isa::kAvx512: return kAvx512Kernels;
+    case Isa::kRef:
+      return kRefKernels;
+    case Isa::kAvx2:
+      return kAvx2Kernels;
+    case Isa::kAvx512:
+      return kAvx512Kernels;
   }
   return kRefKernels;
 }

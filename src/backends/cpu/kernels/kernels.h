@@ -39,12 +39,12 @@ enum class ActFormat : uint8_t {
 
 // out(r, c) = sum over k of w(r, :) . x(c, :), for r < rows, c < cols.
 struct MatArgs {
-  int64_t k = 0;              // elements per row and column
+  int64_t k = 0;               // elements per row and column
   const uint8_t* w = nullptr;  // row 0 (GGUF row layouts) or panel 0 (panel layouts)
-  size_t w_stride = 0;        // bytes between rows, or between 16-row panels
-  int64_t rows = 0;           // panel layouts: the last panel may be partial
+  size_t w_stride = 0;         // bytes between rows, or between 16-row panels
+  int64_t rows = 0;            // panel layouts: the last panel may be partial
   const uint8_t* x = nullptr;  // column 0, in the kernel's ActFormat
-  size_t x_stride = 0;        // bytes between columns
+  size_t x_stride = 0;         // bytes between columns
   int64_t cols = 0;
   float* out = nullptr;  // out(r, c) is out[r] of the column at byte c * out_stride
   size_t out_stride = 0;

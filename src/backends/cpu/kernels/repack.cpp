@@ -136,7 +136,9 @@ class CpuWeightsBuffer final : public Buffer {
 
 }  // namespace
 
-bool repacks(DType type) { return type == DType::kQ4_0 || type == DType::kQ8_0; }
+bool repacks(DType type) {
+  return type == DType::kQ4_0 || type == DType::kQ8_0;
+}
 
 PanelLayout panel_layout(const Tensor& t) {
   TESSERA_CHECK(repacks(t.type), "panel_layout of {}", t.describe());
@@ -194,8 +196,8 @@ void read_row_f32(const Tensor& t, int64_t i1, int64_t i2, int64_t i3, float* ou
     return;
   }
   const PanelLayout l = panel_layout(t);
-  const uint8_t* matrix = static_cast<const uint8_t*>(t.data) +
-                          static_cast<size_t>(i2 + i3 * t.ne[2]) * l.matrix_bytes;
+  const uint8_t* matrix =
+      static_cast<const uint8_t*>(t.data) + static_cast<size_t>(i2 + i3 * t.ne[2]) * l.matrix_bytes;
   for (int64_t b = 0; b < l.blocks; ++b, out += kQK) {
     uint16_t h;
     std::memcpy(&h, matrix + panel_offset(l, i1, b, 0), sizeof h);

@@ -22,10 +22,10 @@
 namespace tessera::cpu {
 namespace {
 
-constexpr size_t kLine = 64;         // keeps per-thread scratch on its own cache lines
-constexpr int64_t kStaticCols = 8;   // up to this many columns: static split of rows
-constexpr int64_t kChunkRows = 64;   // GEMM chunk: 4 panels ...
-constexpr int64_t kChunkCols = 64;   // ... by 64 columns (Q4_0, K 4096: 147 KB + 320 KB)
+constexpr size_t kLine = 64;        // keeps per-thread scratch on its own cache lines
+constexpr int64_t kStaticCols = 8;  // up to this many columns: static split of rows
+constexpr int64_t kChunkRows = 64;  // GEMM chunk: 4 panels ...
+constexpr int64_t kChunkCols = 64;  // ... by 64 columns (Q4_0, K 4096: 147 KB + 320 KB)
 
 size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
 
@@ -40,32 +40,38 @@ bool supports(const Tensor& node) {
          node.ne[2] == x.ne[2] && node.ne[3] == x.ne[3];
 }
 
-// The tier's kernel for w's type and layout; null when it has none.
-const MatKernel* fast_kernel(const Kernels* k, const Tensor& w) {
-  if (k == nullptr) return nullptr;
-  const MatKernel* mk = nullptr;
+// The table entry for w's type and layout (null: a type with no kernel slot).
+const MatKernel* entry(const Kernels& k, const Tensor& w) {
   switch (w.type) {
-    case DType::kF32: mk = &k->f32; break;
-    case DType::kF16: mk = &k->f16; break;
-    case DType::kBF16: mk = &k->bf16; break;
-    case DType::kQ4_0: mk = is_repacked(w) ? &k->q4_0_panel : &k->q4_0; break;
-    case DType::kQ8_0: mk = is_repacked(w) ? &k->q8_0_panel : &k->q8_0; break;
-    case DType::kQ4_1: mk = &k->q4_1; break;
-    case DType::kQ5_0: mk = &k->q5_0; break;
-    case DType::kQ5_1: mk = &k->q5_1; break;
-    case DType::kQ4_K: mk = &k->q4_k; break;
-    case DType::kQ6_K: mk = &k->q6_k; break;
-    default: break;
+    case DType::kF32: return &k.f32;
+    case DType::kF16: return &k.f16;
+    case DType::kBF16: return &k.bf16;
+    case DType::kQ4_0: return is_repacked(w) ? &k.q4_0_panel : &k.q4_0;
+    case DType::kQ8_0: return is_repacked(w) ? &k.q8_0_panel : &k.q8_0;
+    case DType::kQ4_1: return &k.q4_1;
+    case DType::kQ5_0: return &k.q5_0;
+    case DType::kQ5_1: return &k.q5_1;
+    case DType::kQ4_K: return &k.q4_k;
+    case DType::kQ6_K: return &k.q6_k;
+    default: return nullptr;
   }
+}
+
+// The tier's kernel for w; null when it has none (then the ref path runs).
+const MatKernel* fast_kernel(const Kernels* k, const Tensor& w) {
+  const MatKernel* mk = k != nullptr ? entry(*k, w) : nullptr;
   return mk != nullptr && *mk ? mk : nullptr;
 }
 
 // Bytes of one converted activation column of k elements.
 size_t act_bytes(ActFormat act, int64_t k) {
   switch (act) {
-    case ActFormat::kF32: return 0;
-    case ActFormat::kQ8: return static_cast<size_t>(k / kQK) * sizeof(BlockQ8);
-    case ActFormat::kQ8K: return static_cast<size_t>(k / kQKK) * sizeof(block_q8_K);
+    case ActFormat::kF32:
+      return 0;
+    case ActFormat::kQ8:
+      return static_cast<size_t>(k / kQK) * sizeof(BlockQ8);
+    case ActFormat::kQ8K:
+      return static_cast<size_t>(k / kQKK) * sizeof(block_q8_K);
   }
   return 0;
 }
@@ -95,7 +101,8 @@ void compute_ref(Tensor& node, const OpContext& ctx) {
   const int64_t k = w.ne[0];
   const int64_t r2 = x.ne[2] / w.ne[2];
   const int64_t r3 = x.ne[3] / w.ne[3];
-  float* wrow = reinterpret_cast<float*>(ctx.work + ref_row_scratch(node) * static_cast<size_t>(ctx.ith));
+  float* wrow =
+      reinterpret_cast<float*>(ctx.work + ref_row_scratch(node) * static_cast<size_t>(ctx.ith));
   // Work items: (weight row, weight batch) pairs.
   const int64_t items = w.ne[1] * w.ne[2] * w.ne[3];
   const Range r = split_rows(items, ctx.ith, ctx.nth);
@@ -180,7 +187,8 @@ void run_chunk(Tensor& node, const MatKernel& mk, const uint8_t* act, const Chun
   a.cols = std::min(ch.cols, x.ne[1] - c0);
   if (is_repacked(w)) {
     const PanelLayout l = panel_layout(w);
-    a.w = static_cast<const uint8_t*>(w.data) + static_cast<size_t>(w2 + w3 * w.ne[2]) * l.matrix_bytes +
+    a.w = static_cast<const uint8_t*>(w.data) +
+          static_cast<size_t>(w2 + w3 * w.ne[2]) * l.matrix_bytes +
           static_cast<size_t>(r0 / kPanelRows) * l.panel_bytes;
     a.w_stride = l.panel_bytes;
   } else {

@@ -17,7 +17,7 @@
 namespace tessera::cpu::avx2 {
 namespace {
 
-constexpr int kGroups = 8;   // 4-k groups per 32-k block
+constexpr int kGroups = 8;       // 4-k groups per 32-k block
 constexpr int kTileColumns = 4;  // register tile: 8 rows x 4 columns per half panel
 
 inline __m256i bcast4(const int8_t* p) {
@@ -30,7 +30,8 @@ struct PanelQ4_0 {
   static constexpr size_t kQuantBytes = 256;
   // Group g of half h (rows 8h .. 8h + 7): low nibbles of load g % 4 for g < 4, high for g >= 4.
   static __m256i group(const uint8_t* q, int h, int g) {
-    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * (g % 4) + 32 * h));
+    const __m256i v =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * (g % 4) + 32 * h));
     const __m256i m = _mm256_set1_epi8(0x0F);
     return g < 4 ? _mm256_and_si256(v, m) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
   }
@@ -110,7 +111,11 @@ struct Tiles {
 
 }  // namespace
 
-void mat_q4_0_panel(const MatArgs& a) { PanelLoop<Tiles<PanelQ4_0>>::run(a); }
-void mat_q8_0_panel(const MatArgs& a) { PanelLoop<Tiles<PanelQ8_0>>::run(a); }
+void mat_q4_0_panel(const MatArgs& a) {
+  PanelLoop<Tiles<PanelQ4_0>>::run(a);
+}
+void mat_q8_0_panel(const MatArgs& a) {
+  PanelLoop<Tiles<PanelQ8_0>>::run(a);
+}
 
 }  // namespace tessera::cpu::avx2

@@ -59,7 +59,8 @@ struct Vec {
     return _mm_cvtss_f32(_mm_max_ss(t, _mm_movehdup_ps(t)));
   }
   static uint32_t eq_mask(F a, float v) {
-    return static_cast<uint32_t>(_mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(v), _CMP_EQ_OQ)));
+    return static_cast<uint32_t>(
+        _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(v), _CMP_EQ_OQ)));
   }
 
   // round-half-away into [-127, 127], NaN to 0: quantize_q8_ref per lane.

@@ -17,7 +17,7 @@
 namespace tessera::cpu::avx512 {
 namespace {
 
-constexpr int kGroups = 8;   // 4-k groups per 32-k block
+constexpr int kGroups = 8;       // 4-k groups per 32-k block
 constexpr int kTileColumns = 8;  // register tile: 16 rows x 8 columns
 
 struct PanelQ4_0 {
@@ -59,8 +59,8 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
     prefetch_block<P::kQuantBytes>(p.scales, q, b);
     __m512i w[kGroups];
     P::unpack(q, w);
-    const __m512 dw = _mm512_cvtph_ps(
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales + 32 * b)));
+    const __m512 dw =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales + 32 * b)));
     for (int c = 0; c < C; ++c) {
       const BlockQ8& xb = x[c][b];
       // Two chains of 4 dependent vpdpbusd per column rather than one of 8:
@@ -72,8 +72,8 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
         t = _mm512_dpbusd_epi32(t, w[g + 1], bcast4(xb.qs + 4 * g + 4));
       }
       s = _mm512_add_epi32(s, t);
-      acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xb.d)),
-                               acc[c]);
+      acc[c] =
+          _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(dw, _mm512_set1_ps(xb.d)), acc[c]);
     }
   }
   const auto keep = static_cast<__mmask16>((1u << p.valid) - 1);
@@ -94,7 +94,11 @@ struct Tiles {
 
 }  // namespace
 
-void mat_q4_0_panel(const MatArgs& a) { PanelLoop<Tiles<PanelQ4_0>>::run(a); }
-void mat_q8_0_panel(const MatArgs& a) { PanelLoop<Tiles<PanelQ8_0>>::run(a); }
+void mat_q4_0_panel(const MatArgs& a) {
+  PanelLoop<Tiles<PanelQ4_0>>::run(a);
+}
+void mat_q8_0_panel(const MatArgs& a) {
+  PanelLoop<Tiles<PanelQ8_0>>::run(a);
+}
 
 }  // namespace tessera::cpu::avx512

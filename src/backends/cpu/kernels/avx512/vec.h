@@ -70,8 +70,8 @@ struct Vec {
   // round-half-away into [-127, 127], NaN to 0: quantize_q8_ref per lane.
   static I round_q8(F s) {
     const F t = _mm512_roundscale_ps(s, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(s, t)),
-                                            _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+    const __mmask16 up =
+        _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(s, t)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
     const F one = _mm512_castsi512_ps(
         _mm512_or_si512(_mm512_and_si512(_mm512_castps_si512(s), _mm512_set1_epi32(INT32_MIN)),
                         _mm512_castps_si512(_mm512_set1_ps(1.0f))));

@@ -33,7 +33,9 @@ void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k) {
   }
 }
 
-void quantize_q8_k_ref(const float* x, block_q8_K* y, int64_t k) { quantize_row_q8_K_ref(x, y, k); }
+void quantize_q8_k_ref(const float* x, block_q8_K* y, int64_t k) {
+  quantize_row_q8_K_ref(x, y, k);
+}
 
 extern const Kernels kRefKernels{
     .isa = Isa::kRef,

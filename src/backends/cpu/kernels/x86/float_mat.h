@@ -7,10 +7,10 @@
 
 #include <immintrin.h>
 
-#include <array>
 #include <utility>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/x86/fn_table.h"
 
 namespace tessera::cpu {
 namespace {
@@ -88,17 +88,17 @@ template <class V, class L, int kR, int kC>
 struct FloatTiles {
   using Fn = void (*)(const MatArgs&, int64_t, int64_t);
   template <size_t... I>
-  static constexpr std::array<Fn, kR * kC> make(std::index_sequence<I...>) {
+  static constexpr FnTable<Fn, kR * kC> make(std::index_sequence<I...>) {
     return {&float_tile<V, L, static_cast<int>(I / kC) + 1, static_cast<int>(I % kC) + 1>...};
   }
-  static constexpr std::array<Fn, kR * kC> kTiles = make(std::make_index_sequence<kR * kC>{});
+  static constexpr FnTable<Fn, kR* kC> kTiles = make(std::make_index_sequence<kR * kC>{});
 
   static void run(const MatArgs& a) {
     for (int64_t c0 = 0; c0 < a.cols; c0 += kC) {
       const int64_t nc = a.cols - c0 < kC ? a.cols - c0 : kC;
       for (int64_t r0 = 0; r0 < a.rows; r0 += kR) {
         const int64_t nr = a.rows - r0 < kR ? a.rows - r0 : kR;
-        kTiles[static_cast<size_t>((nr - 1) * kC + (nc - 1))](a, r0, c0);
+        kTiles.at[static_cast<size_t>((nr - 1) * kC + (nc - 1))](a, r0, c0);
       }
     }
   }

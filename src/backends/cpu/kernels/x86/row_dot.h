@@ -16,16 +16,18 @@
 
 #include <immintrin.h>
 
-#include <array>
 #include <cstring>
 #include <utility>
 
 #include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/x86/fn_table.h"
 
 namespace tessera::cpu {
 namespace {
 
-inline float f16_scalar(uint16_t h) { return _cvtsh_ss(h); }
+inline float f16_scalar(uint16_t h) {
+  return _cvtsh_ss(h);
+}
 
 inline float hsum8(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -43,10 +45,10 @@ inline __m256i nibbles_32(const uint8_t* qs) {  // 16 bytes -> elements 0..15 lo
 inline __m256i high_bits_32(const uint8_t* qh) {
   uint32_t bits;
   std::memcpy(&bits, qh, sizeof bits);
-  const __m256i spread = _mm256_shuffle_epi8(
-      _mm256_set1_epi32(static_cast<int>(bits)),
-      _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3,
-                       3, 3, 3, 3, 3, 3));
+  const __m256i spread =
+      _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)),
+                          _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                           2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
   const __m256i select = _mm256_set1_epi64x(0x8040201008040201);
   const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, select), select);
   return _mm256_and_si256(set, _mm256_set1_epi8(0x10));
@@ -221,16 +223,16 @@ void q6_k_row(const MatArgs& a, int64_t r, int64_t c0) {
     for (int h = 0; h < 2; ++h) {
       const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.qh + 32 * h));
       for (int g = 0; g < 4; ++g) {  // elements 128 h + 32 g + l, sub-blocks 8 h + 2 g (+1)
-        const __m256i ql = _mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(wb.ql + 64 * h + 32 * (g % 2)));
-        const __m256i lo = g < 2 ? _mm256_and_si256(ql, low4)
-                                 : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
+        const __m256i ql =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.ql + 64 * h + 32 * (g % 2)));
+        const __m256i lo =
+            g < 2 ? _mm256_and_si256(ql, low4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), low4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), low2);
         const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
         const int s = 8 * h + 2 * g;
         for (int c = 0; c < C; ++c) {
-          const __m256i av = _mm256_loadu_si256(
-              reinterpret_cast<const __m256i*>(x[c][b].qs + 128 * h + 32 * g));
+          const __m256i av =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[c][b].qs + 128 * h + 32 * g));
           isum[c] = D::dot_scaled(isum[c], q, av, wb.scales[s], wb.scales[s + 1]);
         }
       }
@@ -248,7 +250,7 @@ void q6_k_row(const MatArgs& a, int64_t r, int64_t c0) {
 template <template <int> class RowFn, int kCols>
 struct RowDot {
   template <size_t... I>
-  static constexpr std::array<void (*)(const MatArgs&, int64_t, int64_t), kCols> make(
+  static constexpr FnTable<void (*)(const MatArgs&, int64_t, int64_t), kCols> make(
       std::index_sequence<I...>) {
     return {&RowFn<static_cast<int>(I) + 1>::run...};
   }
@@ -256,7 +258,7 @@ struct RowDot {
     static constexpr auto kFns = make(std::make_index_sequence<kCols>{});
     for (int64_t c0 = 0; c0 < a.cols; c0 += kCols) {
       const int64_t nc = a.cols - c0 < kCols ? a.cols - c0 : kCols;
-      for (int64_t r = 0; r < a.rows; ++r) kFns[static_cast<size_t>(nc - 1)](a, r, c0);
+      for (int64_t r = 0; r < a.rows; ++r) kFns.at[static_cast<size_t>(nc - 1)](a, r, c0);
     }
   }
 };
