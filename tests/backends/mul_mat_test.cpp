@@ -167,6 +167,7 @@ TEST(MulMatThreads, ResultsDoNotDependOnTheThreadCount) {
       std::vector<float> first;
       for (int threads : {1, 2, 3}) {
         d.set_threads(threads);
+        d.set_min_work_per_thread(0);  // every thread, even on small shapes
         const std::vector<float> got =
             run_mul_mat(d, best, d.weights_buffer_type(), type, k, s, wq, xv);
         if (first.empty()) {

@@ -30,7 +30,11 @@ constexpr uint8_t kUnwritten = 0xff;  // NaN in f32/f16/bf16, -1 in i32
 Runtime& runtime() {
   static const std::unique_ptr<Runtime> rt = [] {
     auto r = make_runtime(/*load_modules=*/false);
-    dynamic_cast<cpu::CpuDevice&>(r->device("CPU0")).set_threads(kCpuThreads);
+    {
+      auto& cpu = dynamic_cast<cpu::CpuDevice&>(r->device("CPU0"));
+      cpu.set_threads(kCpuThreads);
+      cpu.set_min_work_per_thread(0);  // exercise the row splits on small shapes
+    }
     return r;
   }();
   return *rt;

@@ -114,6 +114,7 @@ TEST_F(LlamaTest, GreedyMatchesTheReferenceAndIsStableAcrossTiersAndThreads) {
     for (int threads : {1, 2}) {
       cpu.set_isa(isa);
       cpu.set_threads(threads);
+      cpu.set_min_work_per_thread(0);
       EXPECT_EQ(greedy(*model_, kPromptA, 24), expect)
           << "tier " << cpu::isa_name(isa) << ", " << threads << " threads";
     }

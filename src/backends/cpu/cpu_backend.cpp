@@ -1,5 +1,6 @@
 #include "backends/cpu/cpu_backend.h"
 
+#include <algorithm>
 #include <fstream>
 
 #include "backends/cpu/ops/op.h"
@@ -106,6 +107,28 @@ bool CpuDevice::supports_op(const Tensor& node) const {
   return cpu_supports(node);
 }
 
+// Element operations `node` costs, roughly: multiply-adds for matmul and
+// attention, elements touched for the rest.
+static size_t estimated_work(const Tensor& node) {
+  const auto n = [](const Tensor* t) { return t ? static_cast<size_t>(t->n_elements()) : 0; };
+  switch (node.op) {
+    case Op::kMulMat:
+      return static_cast<size_t>(node.src[0]->ne[0]) * n(&node);
+    case Op::kFlashAttnExt:  // q·k and p·v per query row and key
+      return 2 * static_cast<size_t>(node.src[0]->ne[0]) * static_cast<size_t>(node.src[1]->ne[1]) *
+             static_cast<size_t>(node.src[0]->ne[1] * node.src[0]->ne[2] * node.src[0]->ne[3]);
+    default:
+      return n(&node) + n(node.src[0]) + n(node.src[1]);
+  }
+}
+
+int CpuDevice::threads_for(const Tensor& node) const {
+  const int all = pool_.size();
+  if (min_work_per_thread_ == 0 || all == 1) return all;
+  const size_t useful = estimated_work(node) / min_work_per_thread_;
+  return static_cast<int>(std::clamp<size_t>(useful, 1, static_cast<size_t>(all)));
+}
+
 void CpuDevice::compute(std::span<Tensor* const> nodes) {
   std::lock_guard lock(compute_mutex_);
   for (Tensor* node : nodes) {
@@ -115,16 +138,24 @@ void CpuDevice::compute(std::span<Tensor* const> nodes) {
       fail(ErrorCategory::kUnsupported, "[CPU0] cannot compute {} on {}", op_name(node->op),
            node->describe());
     }
-    const int nth = pool_.size();
+    const int nth = threads_for(*node);
     const size_t work = impl->work_size ? impl->work_size(*node, nth) : 0;
     PoolBlock block;
     if (work > 0) block = scratch_.alloc(work);
     Barrier barrier(nth);
     try {
-      pool_.run([&](int ith, int n) {
-        const OpContext ctx{ith, n, static_cast<uint8_t*>(block.ptr), work, &barrier, kernels_};
-        impl->compute(*node, ctx);
-      });
+      if (nth == 1) {
+        // Small op: the calling thread alone, no wake-up of the workers.
+        impl->compute(*node, OpContext{0, 1, static_cast<uint8_t*>(block.ptr), work, &barrier,
+                                       kernels_});
+      } else {
+        pool_.run([&](int ith, int) {
+          if (ith >= nth) return;
+          const OpContext ctx{ith, nth, static_cast<uint8_t*>(block.ptr), work, &barrier,
+                              kernels_};
+          impl->compute(*node, ctx);
+        });
+      }
     } catch (...) {
       if (work > 0) scratch_.free(block);
       throw;

@@ -46,6 +46,11 @@ class CpuDevice final : public Device {
 
   int threads() const { return pool_.size(); }
   void set_threads(int n) { pool_.resize(n); }
+  // Ops estimated below this many element operations per thread run on
+  // fewer threads (one for the smallest): waking a worker costs more than
+  // they do. 0 runs every op on every thread (tests of the thread splits).
+  size_t min_work_per_thread() const { return min_work_per_thread_; }
+  void set_min_work_per_thread(size_t work) { min_work_per_thread_ = work; }
   // The instruction-set tier its kernels use; set_isa throws Error(kUnsupported)
   // for a tier this CPU cannot run.
   Isa isa() const { return isa_; }
@@ -54,6 +59,11 @@ class CpuDevice final : public Device {
 
   // Runs nodes in order on the thread pool; per-op scratch from the pool.
   void compute(std::span<Tensor* const> nodes);
+
+ private:
+  int threads_for(const Tensor& node) const;
+
+ public:
 
  private:
   CpuBackend& backend_;
@@ -66,6 +76,7 @@ class CpuDevice final : public Device {
   HostVirtualMemory scratch_memory_;
   VirtualPool scratch_;
   std::mutex compute_mutex_;  // one graph at a time on the pool and scratch
+  size_t min_work_per_thread_ = 32 * 1024;
 };
 
 class CpuBackend final : public Backend {
