@@ -26,7 +26,7 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Pins a node to a device before allocate(); never overridden.
+  // Pins a node of the next graph to a device before allocate(); never overridden.
   void pin(Tensor* node, Device& device);
 
   // Assigns every node to a device, splits the graph into runs per device,
@@ -53,6 +53,7 @@ class Scheduler {
  private:
   void assign(Graph& graph);
   void split(Graph& graph);
+  void compute_splits();
   bool can_read(const Device& d, const Tensor& t) const;
   BufferType& compute_type(const Tensor& t) const;
   Stream& stream_for(Device& d);

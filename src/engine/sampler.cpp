@@ -74,6 +74,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
+  // NaN logits would break the ordering: they never win.
+  for (Candidate& x : c) {
+    if (std::isnan(x.logit)) x.logit = kNegInf;
+  }
   if (params_.temp <= 0.0f) {
     return std::min_element(c.begin(), c.end(), by_logit)->id;  // greedy
   }
@@ -107,6 +111,8 @@ int32_t Sampler::sample(std::span<const float> logits) {
     c.resize(keep);
     lg.resize(keep);
   }
+  // Nothing finite left to weigh (all banned, or an infinite logit): the best one.
+  if (!std::isfinite(lg[0])) return c[0].id;
   for (float& x : lg) x /= params_.temp;
   softmax(lg, probs);
   std::discrete_distribution<size_t> draw(probs.begin(), probs.end());

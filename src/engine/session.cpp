@@ -78,6 +78,16 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
     }
   }
   logits_.resize(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
+  // On failure the cache holds a partial batch: forget the whole call.
+  const int64_t n_past_before = n_past_;
+  struct Restore {
+    int64_t& n_past;
+    int64_t before;
+    bool done = false;
+    ~Restore() {
+      if (!done) n_past = before;
+    }
+  } restore{n_past_, n_past_before};
   for (int64_t start = 0; start < n; start += n_batch_) {
     const int64_t count = std::min(n_batch_, n - start);
     const bool last = start + count == n;
@@ -85,6 +95,7 @@ std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all
     run_batch(tokens.subspan(static_cast<size_t>(start), static_cast<size_t>(count)),
               all_logits, out);
   }
+  restore.done = true;
   return logits_;
 }
 

@@ -129,6 +129,15 @@ GraphAllocator::Stats GraphAllocator::allocate(std::span<Tensor* const> nodes,
     stats.naive += planner_for(type).round(size);
   };
 
+  // Memory that outputs live in, views of an output's source included: never reused.
+  std::unordered_set<const Tensor*> kept;
+  for (Tensor* node : nodes) {
+    for (const Tensor* t : node->src) {
+      if (t != nullptr && t->has_flag(kFlagOutput)) kept.insert(root_of(t));
+    }
+    if (node->has_flag(kFlagOutput)) kept.insert(root_of(node));
+  }
+
   // Count reads per memory root (once per reading node).
   for (Tensor* node : nodes) {
     std::unordered_set<const Tensor*> seen;
@@ -147,8 +156,16 @@ GraphAllocator::Stats GraphAllocator::allocate(std::span<Tensor* const> nodes,
   for (Tensor* node : nodes) {
     if (needs_memory(node)) {
       Tensor* a = node->src[0];
+      // Writing over `a` is safe only if this node reads a's memory through
+      // `a` alone: a second input viewing the same bytes (a transpose, a row)
+      // would be read after it was overwritten.
+      bool aliased = false;
+      for (int i = 1; i < kMaxSources; ++i) {
+        const Tensor* s = node->src[static_cast<size_t>(i)];
+        aliased |= s != nullptr && s != a && root_of(s) == a;
+      }
       const bool reuse = can_run_in_place(*node) && a->view_src == nullptr &&
-                         a->op != Op::kNone && !a->has_flag(kFlagOutput) &&
+                         a->op != Op::kNone && !kept.contains(a) && !aliased &&
                          blocks.contains(a) && readers[a] == 1 &&
                          blocks.at(a).type == &type_of(*node) &&
                          blocks.at(a).size >= type_of(*node).alloc_size(*node);
@@ -169,7 +186,7 @@ GraphAllocator::Stats GraphAllocator::allocate(std::span<Tensor* const> nodes,
       if (s == nullptr) continue;
       const Tensor* r = root_of(s);
       if (!seen.insert(r).second) continue;
-      if (--readers[r] > 0 || r->op == Op::kNone || r->has_flag(kFlagOutput)) continue;
+      if (--readers[r] > 0 || r->op == Op::kNone || kept.contains(r)) continue;
       auto it = blocks.find(r);
       if (it == blocks.end()) continue;  // not ours, or handed on to an in-place node
       planner_for(*it->second.type).release(it->second.offset, it->second.size);

@@ -86,9 +86,16 @@ void Scheduler::assign(Graph& graph) {
   for (Tensor* node : graph.nodes()) {
     if (assigned_.contains(node) || is_view_op(node->op)) continue;
     if (node->data != nullptr && node->buffer != nullptr) {
+      // It writes into memory it already has (a cache): only a device that
+      // can reach that memory may run it.
       const BufferType& type = node->buffer->type();
       Device* d = first_supporting(*node, [&](Device& x) { return x.supports_buffer_type(type); });
-      if (d != nullptr) assigned_[node] = d;
+      if (d == nullptr) {
+        fail(ErrorCategory::kUnsupported,
+             "[scheduler] no device that can write {} buffers supports {} ({})", type.name(),
+             op_name(node->op), types_of(*node));
+      }
+      assigned_[node] = d;
       continue;
     }
     for (Tensor* src : node->src) {
@@ -196,6 +203,7 @@ void Scheduler::split(Graph& graph) {
 void Scheduler::allocate(Graph& graph) {
   graph_ = &graph;
   assign(graph);
+  pinned_.clear();  // pins are for this graph only
   split(graph);
   std::vector<Tensor*> order;
   for (const Split& s : splits_) {
@@ -216,6 +224,22 @@ Stream& Scheduler::stream_for(Device& d) {
 
 void Scheduler::compute() {
   TESSERA_CHECK(graph_ != nullptr, "compute() before allocate()");
+  try {
+    compute_splits();
+  } catch (...) {
+    // Queued work still points into this graph: let it finish before the
+    // caller unwinds and frees it.
+    for (auto& [device, stream] : streams_) {
+      try {
+        stream->synchronize();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+}
+
+void Scheduler::compute_splits() {
   for (const Split& s : splits_) {
     Stream& stream = stream_for(*s.device);
     std::vector<Device*> read_async;  // devices whose memory this split's stream reads

@@ -55,11 +55,11 @@ TEST(RunTest, ErrorsAreOneClearLine) {
 }
 
 TEST(RunTest, CtrlCStopsAndStillPrintsTimings) {
-  // Generation that would run for a long time, interrupted after half a second.
+  // Generation that would run for a long time, interrupted after a second.
   const std::string cmd = tessera("run " + model() + " -p \"Once upon a time\" -c 200000 -n -1 "
                                   "--ignore-eos --no-display-prompt");
   const CommandResult r =
-      run_command("sh -c '" + cmd + " & pid=$!; sleep 0.5; kill -INT $pid; wait $pid; "
+      run_command("sh -c '" + cmd + " & pid=$!; sleep 1; kill -INT $pid; wait $pid; "
                   "echo exit=$?'");
   EXPECT_NE(r.out.find("exit=130"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;

@@ -29,6 +29,7 @@ struct RunFlags {
   int64_t n_batch = 512;
   bool no_display_prompt = false;
   bool ignore_eos = false;
+  int64_t seed = -1;
   SamplerParams sampling;
 };
 
@@ -45,7 +46,17 @@ void print_rate(const char* what, int64_t n, double ms) {
              ms > 0 ? 1000.0 * double(n) / ms : 0.0);
 }
 
+// Installs the Ctrl-C handler for the whole command (loading included) and
+// restores the previous one on the way out.
+struct InterruptScope {
+  using Handler = void (*)(int);
+  Handler previous;
+  InterruptScope() : previous(std::signal(SIGINT, on_sigint)) { g_interrupted = false; }
+  ~InterruptScope() { std::signal(SIGINT, previous); }
+};
+
 int run(const RunFlags& f) {
+  const InterruptScope interrupt;
   std::string prompt = f.prompt;
   if (!f.file.empty()) prompt = read_file(f.file);
   LoadedModel lm = load_model(f.model);
@@ -55,10 +66,11 @@ int run(const RunFlags& f) {
 
   Session session(*lm.model, {.n_ctx = f.n_ctx, .n_batch = f.n_batch});
   if (static_cast<int64_t>(tokens.size()) >= session.n_ctx()) {
-    fail(ErrorCategory::kInvalidArgument, "[-p] the prompt has {} tokens, the context {} (-c)",
-         tokens.size(), session.n_ctx());
+    fail(ErrorCategory::kInvalidArgument, "[{}] the prompt has {} tokens, the context {} (-c)",
+         f.file.empty() ? "-p" : "-f " + f.file, tokens.size(), session.n_ctx());
   }
   SamplerParams sp = f.sampling;
+  sp.seed = f.seed < 0 ? 0xFFFFFFFF : static_cast<uint32_t>(f.seed);
   if (f.ignore_eos) {
     for (TokenId id = 0; id < static_cast<TokenId>(tok.n_vocab()); ++id) {
       if (tok.is_eog(id)) sp.banned.push_back(id);
@@ -71,8 +83,6 @@ int run(const RunFlags& f) {
     fmt::print("{}", prompt);
     std::fflush(stdout);
   }
-  g_interrupted = false;
-  auto previous = std::signal(SIGINT, on_sigint);
 
   auto t0 = std::chrono::steady_clock::now();
   std::span<const float> logits = session.decode(tokens);
@@ -92,7 +102,6 @@ int run(const RunFlags& f) {
     logits = session.decode(std::span(&next, 1));
   }
   const double gen_ms = ms_since(t0);
-  std::signal(SIGINT, previous);
   fmt::print("\n");
   std::fflush(stdout);
 
@@ -131,7 +140,8 @@ Runner add_run(CLI::App& app) {
       ->check(CLI::Range(-1, 1 << 30));
   cmd->add_option("--presence-penalty", s.presence_penalty, "Presence penalty")->capture_default_str();
   cmd->add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty")->capture_default_str();
-  cmd->add_option("-s,--seed", s.seed, "Random seed (default: random)");
+  cmd->add_option("-s,--seed", f->seed, "Random seed (-1 or absent: random)")
+      ->check(CLI::Range(int64_t{-1}, int64_t{0xFFFFFFFE}));
   cmd->add_flag("--ignore-eos", f->ignore_eos, "Keep generating past end-of-generation tokens");
   return [f, p, file]() {
     if (p->count() == 0 && file->count() == 0) {

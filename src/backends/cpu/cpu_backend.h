@@ -45,7 +45,11 @@ class CpuDevice final : public Device {
   std::unique_ptr<Event> make_event() override;
 
   int threads() const { return pool_.size(); }
-  void set_threads(int n) { pool_.resize(n); }
+  // Waits for a graph in progress; never changes the count under one.
+  void set_threads(int n) {
+    std::lock_guard lock(compute_mutex_);
+    pool_.resize(n);
+  }
   // Ops estimated below this many element operations per thread run on
   // fewer threads (one for the smallest): waking a worker costs more than
   // they do. 0 runs every op on every thread (tests of the thread splits).

@@ -26,9 +26,19 @@ ThreadPool::ThreadPool(int n_threads) { start(n_threads); }
 ThreadPool::~ThreadPool() { stop(); }
 
 void ThreadPool::resize(int n_threads) {
+  if (n_threads < 1) {
+    fail(ErrorCategory::kInvalidArgument, "[thread pool] found {} threads, expected >= 1",
+         n_threads);
+  }
   std::lock_guard lock(run_mutex_);
   stop();
-  start(n_threads);
+  try {
+    start(n_threads);
+  } catch (...) {
+    stop();  // a thread failed to start: carry on with the caller's thread alone
+    n_threads_ = 1;
+    throw;
+  }
 }
 
 void ThreadPool::start(int n_threads) {
@@ -36,7 +46,6 @@ void ThreadPool::start(int n_threads) {
     fail(ErrorCategory::kInvalidArgument, "[thread pool] found {} threads, expected >= 1",
          n_threads);
   }
-  n_threads_ = n_threads;
   quit_ = false;
   workers_.reserve(static_cast<size_t>(n_threads - 1));
   // Workers start from the generation seen here, so a job (or stop) posted
@@ -45,6 +54,7 @@ void ThreadPool::start(int n_threads) {
   for (int i = 1; i < n_threads; ++i) {
     workers_.emplace_back([this, i, start_generation] { worker_loop(i, start_generation); });
   }
+  n_threads_ = n_threads;  // only once every worker runs
 }
 
 void ThreadPool::stop() {
