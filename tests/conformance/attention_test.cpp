@@ -188,6 +188,14 @@ std::vector<Case> flash_attn_cases() {
       {"alibi_6_heads", 16, 16, 4, 10, 6, 3, 1, DType::kF16, DType::kF16, 4, 1, 8.0f, 0.0f},
       {"per_head_mask", 16, 16, 3, 7, 4, 4, 2, DType::kF32, DType::kF32, 3, 4},
       {"decode_one_query", 64, 64, 1, 41, 8, 2, 1, DType::kF16, DType::kF16, 1, 1},
+      // The SIMD tiers' grouped f16 path: tails in d and dv, no mask, per-head
+      // f16 masks, groups of 5 (a 4-row block and a 1-row one), many keys.
+      {"f16_dv24_batch2_no_mask", 20, 24, 5, 33, 6, 2, 2, DType::kF16, DType::kI32, 0, 1},
+      {"f16_per_head_mask_f16", 8, 8, 3, 70, 10, 2, 1, DType::kF16, DType::kF16, 3, 10},
+      {"f16_d8_long_context", 8, 8, 2, 301, 8, 4, 1, DType::kF16, DType::kF32, 2, 1},
+      // Decode with one KV head: its keys split over the threads, then merged.
+      {"f16_decode_split_keys", 32, 40, 1, 200, 3, 1, 1, DType::kF16, DType::kF32, 1, 1},
+      {"f16_decode_split_no_mask", 16, 16, 1, 500, 2, 1, 1, DType::kF16, DType::kI32, 0, 1},
   };
   std::vector<Case> cases;
   for (const AttnCase& s : shapes) {

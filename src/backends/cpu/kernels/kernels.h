@@ -56,6 +56,28 @@ struct MatKernel {
   explicit operator bool() const { return run != nullptr; }
 };
 
+// FLASH_ATTN_EXT for `g` query rows sharing one f16 K/V head (no ALiBi, no
+// softcap): out[i] = softmax(scale * q[i] . K + mask[i]) V, two passes (scores,
+// then max / exp / sum and the V accumulation). Keys whose mask is -inf add
+// nothing (a V row masked for all g rows is not read, so it may hold NaN); a
+// row with every key masked is zeros.
+struct AttnArgs {
+  int64_t d = 0, dv = 0, n_kv = 0;
+  int g = 0;
+  const float* const* q = nullptr;     // g rows of d floats
+  const float* const* mask = nullptr;  // g rows of n_kv floats, or null
+  const uint8_t* k = nullptr;          // key 0, f16, contiguous rows of d
+  size_t k_stride = 0;                 // bytes between keys
+  const uint8_t* v = nullptr;          // value 0, f16, contiguous rows of dv
+  size_t v_stride = 0;
+  float scale = 1.0f;
+  float* scores = nullptr;      // scratch: g * n_kv floats
+  float* const* out = nullptr;  // g rows of dv floats
+  // Optional, for keys split over threads: (max score, sum of exp(s - max))
+  // of row i at lse[2i], lse[2i + 1], and out[i] left undivided by the sum.
+  float* lse = nullptr;
+};
+
 struct Kernels {
   Isa isa = Isa::kRef;
   // Activation quantizers for one row of k floats (k a multiple of 32 / 256);
@@ -69,6 +91,14 @@ struct Kernels {
   MatKernel q4_k, q6_k;
   // Weights repacked into 16-row panels by the CPU weights buffer (repack.h).
   MatKernel q4_0_panel, q8_0_panel;
+
+  // Null in the ref tier: FLASH_ATTN_EXT runs its scalar reference.
+  void (*attn_f16)(const AttnArgs& args) = nullptr;
+  // RMS_NORM of one contiguous f32 row (y may be x); null: the scalar reference.
+  void (*rms_norm)(const float* x, float* y, int64_t n, float eps) = nullptr;
+  // SOFT_MAX's exponentials: y = exp(x - max) for x <= max (y may be x; NaN
+  // stays NaN), returning their sum; null: std::exp.
+  float (*exp_sum)(const float* x, float* y, int64_t n, float max) = nullptr;
 };
 
 // The table of `isa` (every tier is always built; the caller checks that this

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/ops/attention.h"
 #include "backends/cpu/ops/rows.h"
 
@@ -38,11 +39,160 @@ int64_t row_len(const Tensor& node) {
   return std::max({node.src[0]->ne[0], node.src[2]->ne[0], node.src[1]->ne[1]});
 }
 
+// Fast path (a tier with attn_f16): f32 q, f16 K and V with contiguous rows, no
+// ALiBi, no softcap. Work units are (query, KV head, batch): the group of query
+// heads sharing that KV head, each K/V row converted once for the group.
+constexpr int64_t kMaxGroup = 64;
+
+bool fast_shape(const Tensor& node) {
+  const Tensor& q = *node.src[0];
+  const Tensor& k = *node.src[1];
+  const Tensor& v = *node.src[2];
+  return q.type == DType::kF32 && k.type == DType::kF16 && v.type == DType::kF16 && k.nb[0] == 2 &&
+         v.nb[0] == 2 && q.ne[2] / k.ne[2] <= kMaxGroup && node.param_f32(1) <= 0.0f &&
+         node.param_f32(2) <= 0.0f;
+}
+
+// Per thread: scores and mask rows (group * n_kv each), q and out rows (group
+// * len), and (max, sum) per row of a partial result.
+size_t fast_floats(const Tensor& node) {
+  const int64_t group = node.src[0]->ne[2] / node.src[1]->ne[2];
+  return 2 * static_cast<size_t>(group) * scratch_floats(node.src[1]->ne[1]) +
+         2 * static_cast<size_t>(group) * scratch_floats(row_len(node)) + scratch_floats(2 * group);
+}
+
 size_t work_size(const Tensor& node, int nth) {
-  return row_work_size(nth, kRows, row_len(node));
+  const size_t ref = row_work_size(nth, kRows, row_len(node));
+  if (!fast_shape(node)) return ref;
+  return std::max(ref, static_cast<size_t>(nth) * fast_floats(node) * sizeof(float));
+}
+
+// Decode with fewer units than threads: each unit's keys split into `chunks`
+// ranges (one per thread, at least kMinChunk keys each), merged after a barrier.
+constexpr int64_t kMinChunk = 64;
+
+struct FastState {
+  const Tensor &q, &k, &v;
+  const Tensor* mask;
+  int64_t group, batch_group, units, chunks;
+  size_t kv_row, row;
+  float* base;  // this thread's scratch
+  const float* qp[kMaxGroup];
+  const float* mp[kMaxGroup];
+  float* op[kMaxGroup];
+  AttnArgs a;
+
+  FastState(const Tensor& node, const OpContext& ctx)
+      : q(*node.src[0]), k(*node.src[1]), v(*node.src[2]), mask(node.src[3]) {
+    group = q.ne[2] / k.ne[2];
+    batch_group = q.ne[3] / k.ne[3];
+    units = q.ne[1] * k.ne[2] * q.ne[3];
+    chunks = units < ctx.nth ? std::min<int64_t>(ctx.nth / units, k.ne[1] / kMinChunk) : 1;
+    chunks = std::max<int64_t>(chunks, 1);
+    kv_row = scratch_floats(k.ne[1]);
+    row = scratch_floats(row_len(node));
+    base = thread_base(ctx, ctx.ith, node);
+    a.d = q.ne[0];
+    a.dv = v.ne[0];
+    a.g = static_cast<int>(group);
+    a.q = qp;
+    a.mask = mask ? mp : nullptr;
+    a.k_stride = k.nb[1];
+    a.v_stride = v.nb[1];
+    a.scale = node.param_f32(0);
+    a.scores = base;
+    a.out = op;
+  }
+  static float* thread_base(const OpContext& ctx, int ith, const Tensor& node) {
+    return reinterpret_cast<float*>(ctx.work) + static_cast<size_t>(ith) * fast_floats(node);
+  }
+  float* masks() const { return base + group * kv_row; }
+  float* qs() const { return masks() + group * kv_row; }
+  static float* outs(float* b, int64_t group, size_t kv_row, size_t row) {
+    return b + 2 * group * kv_row + group * row;
+  }
+  static float* lse(float* b, int64_t group, size_t kv_row, size_t row) {
+    return b + 2 * group * kv_row + 2 * group * row;
+  }
+
+  // Unit u as (KV head, query, batch); q and mask rows of its heads, keys [k0, k1).
+  void load(int64_t u, int64_t k0, int64_t k1, int64_t* hk, int64_t* iq, int64_t* b) {
+    *hk = u % k.ne[2];
+    *iq = (u / k.ne[2]) % q.ne[1];
+    *b = u / (k.ne[2] * q.ne[1]);
+    for (int64_t i = 0; i < group; ++i) {
+      const int64_t h = *hk * group + i;
+      qp[i] = read_row(q, *iq, h, *b, qs() + i * row);
+      if (mask) {
+        const int64_t hm = h % mask->ne[2];
+        mp[i] = i > 0 && hm == (h - 1) % mask->ne[2]
+                    ? mp[i - 1] - k0
+                    : read_row(*mask, *iq, hm, *b % mask->ne[3], masks() + i * kv_row);
+        mp[i] += k0;
+      }
+    }
+    a.k = row_ptr(k, k0, *hk, *b / batch_group);
+    a.v = row_ptr(v, k0, *hk, *b / batch_group);
+    a.n_kv = k1 - k0;
+  }
+};
+
+void compute_fast(Tensor& node, const OpContext& ctx) {
+  FastState st(node, ctx);
+  const int64_t group = st.group;
+  int64_t hk = 0, iq = 0, b = 0;
+  if (st.chunks == 1) {
+    const Range r = split_rows(st.units, ctx.ith, ctx.nth);
+    for (int64_t u = r.begin; u < r.end; ++u) {
+      st.load(u, 0, st.k.ne[1], &hk, &iq, &b);
+      float* outs = FastState::outs(st.base, group, st.kv_row, st.row);
+      for (int64_t i = 0; i < group; ++i) {
+        st.op[i] = row_out(node, hk * group + i, iq, b, outs + i * st.row);
+      }
+      ctx.kernels->attn_f16(st.a);
+      for (int64_t i = 0; i < group; ++i) write_row(node, hk * group + i, iq, b, st.op[i]);
+    }
+    return;
+  }
+  // Split keys: partial (max, sum, undivided out) per thread, then chunk 0 merges.
+  const int64_t tasks = st.units * st.chunks;
+  const int64_t u = ctx.ith / st.chunks, c = ctx.ith % st.chunks;
+  if (ctx.ith < tasks) {
+    const Range kr = split_rows(st.k.ne[1], static_cast<int>(c), static_cast<int>(st.chunks));
+    st.load(u, kr.begin, kr.end, &hk, &iq, &b);
+    float* outs = FastState::outs(st.base, group, st.kv_row, st.row);
+    for (int64_t i = 0; i < group; ++i) st.op[i] = outs + i * st.row;
+    st.a.lse = FastState::lse(st.base, group, st.kv_row, st.row);
+    ctx.kernels->attn_f16(st.a);
+  }
+  ctx.sync();
+  if (ctx.ith >= tasks || c != 0) return;
+  const int64_t dv = st.v.ne[0];
+  float* mine = FastState::outs(st.base, group, st.kv_row, st.row);
+  for (int64_t i = 0; i < group; ++i) {
+    float m = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < st.chunks; ++t) {
+      float* tb = FastState::thread_base(ctx, static_cast<int>(ctx.ith + t), node);
+      m = std::max(m, FastState::lse(tb, group, st.kv_row, st.row)[2 * i]);
+    }
+    float* out = row_out(node, hk * group + i, iq, b, mine + i * st.row);
+    float sum = 0.0f;
+    for (int64_t t = 0; t < st.chunks; ++t) {
+      float* tb = FastState::thread_base(ctx, static_cast<int>(ctx.ith + t), node);
+      const float* l = FastState::lse(tb, group, st.kv_row, st.row) + 2 * i;
+      const float w = l[1] == 0.0f ? 0.0f : std::exp(l[0] - m);
+      const float* part = FastState::outs(tb, group, st.kv_row, st.row) + i * st.row;
+      for (int64_t j = 0; j < dv; ++j) out[j] = (t == 0 ? 0.0f : out[j]) + w * part[j];
+      sum += w * l[1];
+    }
+    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // every key masked: zeros
+    for (int64_t j = 0; j < dv; ++j) out[j] *= inv;
+    write_row(node, hk * group + i, iq, b, out);
+  }
 }
 
 void compute(Tensor& node, const OpContext& ctx) {
+  if (ctx.kernels && ctx.kernels->attn_f16 && fast_shape(node)) return compute_fast(node, ctx);
   const Tensor& q = *node.src[0];
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/ops/rows.h"
 
 namespace tessera::cpu {
@@ -26,9 +27,16 @@ void norm_rows(Tensor& node, const OpContext& ctx) {
   float* sa = thread_row(ctx, 2, 0, n);
   float* sd = thread_row(ctx, 2, 1, n);
   const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
+  const auto fast = node.op == Op::kRmsNorm && ctx.kernels ? ctx.kernels->rms_norm : nullptr;
   for (int64_t row = r.begin; row < r.end; ++row) {
     const RowIndex i = row_index(node, row);
     const float* x = read_row(a, i, sa);
+    if (fast) {  // a SIMD tier: f32 vector sums (kernels.h)
+      float* y = row_out(node, i, sd);
+      fast(x, y, n, eps);
+      write_row(node, i, y);
+      continue;
+    }
     double mean = 0.0;
     if (node.op == Op::kNorm) {
       for (int64_t k = 0; k < n; ++k) mean += x[k];

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/ops/attention.h"
 #include "backends/cpu/ops/rows.h"
 
@@ -48,9 +49,13 @@ void softmax_compute(Tensor& node, const OpContext& ctx) {
     }
     float* d = row_out(node, i, sd);
     double sum = 0.0;
-    for (int64_t k = 0; k < n; ++k) {
-      d[k] = std::exp(w[k] - max);
-      sum += d[k];
+    if (ctx.kernels && ctx.kernels->exp_sum) {  // a SIMD tier (kernels.h)
+      sum = ctx.kernels->exp_sum(w, d, n, max);
+    } else {
+      for (int64_t k = 0; k < n; ++k) {
+        d[k] = std::exp(w[k] - max);
+        sum += d[k];
+      }
     }
     const auto inv = static_cast<float>(1.0 / sum);
     for (int64_t k = 0; k < n; ++k) d[k] *= inv;

@@ -43,6 +43,21 @@ struct Vec {
     return load_bf16(tmp);
   }
 
+  static F add(F a, F b) { return _mm256_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm256_sub_ps(a, b); }
+  static F max(F a, F b) { return _mm256_max_ps(a, b); }
+  static F round(F a) { return _mm256_round_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+  // 2^n for integer-valued n in [-126, 127].
+  static F pow2(F n) {
+    const I e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
+  }
+  // a where x >= t, else 0 (NaN x: 0).
+  static F zero_below(F a, F x, float t) {
+    return _mm256_and_ps(a, _mm256_cmp_ps(x, _mm256_set1_ps(t), _CMP_GE_OQ));
+  }
+  // a where t is a number, t (NaN) where it is NaN.
+  static F keep_nan(F a, F t) { return _mm256_blendv_ps(a, t, _mm256_cmp_ps(t, t, _CMP_UNORD_Q)); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F abs(F a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
@@ -52,6 +67,13 @@ struct Vec {
     const __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+  // The sums of a, b, c, d as the 4 lanes of an xmm.
+  static __m128 hsum4(F a, F b, F c, F d) {
+    const auto fold = [](F x) {
+      return _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    };
+    return _mm_hadd_ps(_mm_hadd_ps(fold(a), fold(b)), _mm_hadd_ps(fold(c), fold(d)));
   }
   static float hmax(F a) {
     const __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));

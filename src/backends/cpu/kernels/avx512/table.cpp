@@ -5,7 +5,9 @@
 
 #include "backends/cpu/kernels/avx512/avx512.h"
 #include "backends/cpu/kernels/avx512/vec.h"
+#include "backends/cpu/kernels/x86/attn.h"
 #include "backends/cpu/kernels/x86/float_mat.h"
+#include "backends/cpu/kernels/x86/norm.h"
 #include "backends/cpu/kernels/x86/quantize.h"
 #include "backends/cpu/kernels/x86/row_dot.h"
 
@@ -48,6 +50,9 @@ extern const Kernels kAvx512Kernels{
     .q6_k = {RowDot<Q6KRow<DotVnni>::template Fn, kRowCols>::run, ActFormat::kQ8K},
     .q4_0_panel = {avx512::mat_q4_0_panel, ActFormat::kQ8},
     .q8_0_panel = {avx512::mat_q8_0_panel, ActFormat::kQ8},
+    .attn_f16 = Attn<Vec>::run,
+    .rms_norm = rms_norm_row<Vec>,
+    .exp_sum = exp_sum_row<Vec>,
 };
 
 }  // namespace tessera::cpu

@@ -38,6 +38,25 @@ struct Vec {
   }
   static void store_n(float* p, F v, int n) { _mm512_mask_storeu_ps(p, mask(n), v); }
 
+  static F add(F a, F b) { return _mm512_add_ps(a, b); }
+  static F sub(F a, F b) { return _mm512_sub_ps(a, b); }
+  static F max(F a, F b) { return _mm512_max_ps(a, b); }
+  static F round(F a) {
+    return _mm512_roundscale_ps(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  }
+  // 2^n for integer-valued n in [-126, 127].
+  static F pow2(F n) {
+    const I e = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(e, 23));
+  }
+  // a where x >= t, else 0 (NaN x: 0).
+  static F zero_below(F a, F x, float t) {
+    return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(t), _CMP_GE_OQ), a);
+  }
+  // a where t is a number, t (NaN) where it is NaN.
+  static F keep_nan(F a, F t) {
+    return _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q), t);
+  }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F abs(F a) { return _mm512_abs_ps(a); }
@@ -54,6 +73,16 @@ struct Vec {
     const __m128 s = fold_add(a);
     const __m128 t = _mm_add_ps(s, _mm_movehl_ps(s, s));
     return _mm_cvtss_f32(_mm_add_ss(t, _mm_movehdup_ps(t)));
+  }
+  // The sums of a, b, c, d as the 4 lanes of an xmm.
+  static __m128 hsum4(F a, F b, F c, F d) {
+    const auto fold = [](F x) {
+      const __m256 y =
+          _mm256_add_ps(_mm512_castps512_ps256(x),
+                        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1)));
+      return _mm_add_ps(_mm256_castps256_ps128(y), _mm256_extractf128_ps(y, 1));
+    };
+    return _mm_hadd_ps(_mm_hadd_ps(fold(a), fold(b)), _mm_hadd_ps(fold(c), fold(d)));
   }
   static float hmax(F a) {
     a = _mm512_max_ps(a, _mm512_shuffle_f32x4(a, a, 0x4E));
