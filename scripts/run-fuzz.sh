@@ -14,14 +14,18 @@ for target in "$build"/fuzz/fuzz_*; do
   corpus=$(mktemp -d)
   seeds="$root/fuzz/corpus/$name"
   [[ -d "$seeds" ]] && cp "$seeds"/* "$corpus"/ 2>/dev/null || true
-  # Seeds from the shared models and vocab files (truncated copies keep runs fast).
-  for f in "$shared"/models/*.gguf "$shared"/fixtures/tokenizer/*.gguf; do
-    [[ -f "$f" ]] && head -c 65536 "$f" > "$corpus/$(basename "$f").head"
-  done
+  max_len=8192
+  if [[ "$name" == fuzz_gguf ]]; then
+    # Seeds from the shared models and vocab files (truncated copies keep runs fast).
+    for f in "$shared"/models/*.gguf "$shared"/fixtures/tokenizer/*.gguf; do
+      [[ -f "$f" ]] && head -c 65536 "$f" > "$corpus/$(basename "$f").head"
+    done
+    max_len=1048576
+  fi
   echo "fuzz: $name for ${seconds}s (seeds: $(ls "$corpus" | wc -l))"
   log=$(mktemp)
   if ! "$target" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
-      -malloc_limit_mb=512 -timeout=5 -max_len=1048576 -print_final_stats=1 >"$log" 2>&1; then
+      -malloc_limit_mb=512 -timeout=5 -max_len="$max_len" -print_final_stats=1 >"$log" 2>&1; then
     tail -n 60 "$log"
     echo "fuzz: $name FAILED"
     exit 1
