@@ -113,11 +113,11 @@ std::vector<uint8_t> aligned_quantized() {
 
 std::map<std::string, std::vector<uint8_t>> seeds() {
   return {
-      {"seed-tiny-model.gguf", tiny_model()},
-      {"seed-vocab-only.gguf", vocab_only()},
-      {"seed-string-arrays.gguf", string_arrays()},
-      {"seed-aligned-quantized.gguf", aligned_quantized()},
-      {"seed-empty.gguf", Writer().to_bytes()},
+      {"seed-tiny-model.seed", tiny_model()},
+      {"seed-vocab-only.seed", vocab_only()},
+      {"seed-string-arrays.seed", string_arrays()},
+      {"seed-aligned-quantized.seed", aligned_quantized()},
+      {"seed-empty.seed", Writer().to_bytes()},
   };
 }
 
