@@ -10,13 +10,6 @@
 namespace tessera::text {
 namespace {
 
-struct Symbol {
-  size_t begin;
-  size_t size;  // 0 once merged into its left neighbour
-  ptrdiff_t prev;
-  ptrdiff_t next;
-};
-
 struct Bigram {
   int32_t rank;
   size_t left;
@@ -56,10 +49,7 @@ class Word {
       Symbol& left = symbols_[b.left];
       Symbol& right = symbols_[b.right];
       if (left.size != b.left_size || right.size != b.right_size || right.size == 0) continue;
-      left.size += right.size;
-      right.size = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols_[right.next].prev = static_cast<ptrdiff_t>(b.left);
+      merge_symbols(symbols_, b.left, b.right);
       if (left.prev >= 0) try_bigram(static_cast<size_t>(left.prev), b.left);
       if (left.next >= 0) try_bigram(b.left, static_cast<size_t>(left.next));
     }

@@ -2,12 +2,31 @@
 // tokens already split out).
 #pragma once
 
+#include <cstddef>
 #include <string_view>
 #include <vector>
 
 #include "text/vocab.h"
 
 namespace tessera::text {
+
+// One piece of text in a merge loop: a doubly linked list over the input.
+struct Symbol {
+  size_t begin;    // into the text
+  size_t size;     // 0 once merged into its left neighbour
+  ptrdiff_t prev;  // -1 at the ends
+  ptrdiff_t next;
+};
+
+// Merges symbols[left] with its right neighbour `right` and unlinks it.
+inline void merge_symbols(std::vector<Symbol>& symbols, size_t left, size_t right) {
+  Symbol& l = symbols[left];
+  Symbol& r = symbols[right];
+  l.size += r.size;
+  r.size = 0;
+  l.next = r.next;
+  if (r.next >= 0) symbols[static_cast<size_t>(r.next)].prev = static_cast<ptrdiff_t>(left);
+}
 
 class RegexSplitter;
 

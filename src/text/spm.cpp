@@ -10,13 +10,6 @@
 namespace tessera::text {
 namespace {
 
-struct Symbol {
-  size_t begin;  // into the text
-  size_t size;   // 0 once merged into its left neighbour
-  ptrdiff_t prev;
-  ptrdiff_t next;  // -1 at the ends
-};
-
 struct Bigram {
   float score;
   size_t left;
@@ -49,10 +42,7 @@ class Session {
       Symbol& left = symbols_[b.left];
       Symbol& right = symbols_[b.right];
       if (left.size == 0 || right.size == 0 || left.size + right.size != b.size) continue;
-      left.size += right.size;
-      right.size = 0;
-      left.next = right.next;
-      if (right.next >= 0) symbols_[right.next].prev = static_cast<ptrdiff_t>(b.left);
+      merge_symbols(symbols_, b.left, b.right);
       if (left.prev >= 0) try_bigram(static_cast<size_t>(left.prev), b.left);
       if (left.next >= 0) try_bigram(b.left, static_cast<size_t>(left.next));
     }
