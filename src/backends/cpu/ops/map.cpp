@@ -43,18 +43,10 @@ size_t map_work_size(const Tensor& node, int nth) {
 
 template <class F>
 void apply(Tensor& node, const OpContext& ctx, F f) {
-  const Tensor& a = *node.src[0];
   const int64_t n = node.ne[0];
-  float* sa = thread_row(ctx, 2, 0, n);
-  float* sd = thread_row(ctx, 2, 1, n);
-  const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
-  for (int64_t row = r.begin; row < r.end; ++row) {
-    const RowIndex i = row_index(node, row);
-    const float* x = read_row(a, i, sa);
-    float* d = row_out(node, i, sd);
+  map_rows(node, ctx, [&](const RowIndex&, const float* x, float* d) {
     for (int64_t k = 0; k < n; ++k) d[k] = f(x[k]);
-    write_row(node, i, d);
-  }
+  });
 }
 
 void apply_unary(Tensor& node, const OpContext& ctx) {

@@ -60,6 +60,25 @@ inline float* thread_row(const OpContext& ctx, int rows, int k, int64_t n) {
              stride;
 }
 
+// This thread's share of the rows of a one-input row op: f(index, x, d) fills
+// the output row d (n floats) from the input row x, both f32. Needs
+// row_work_size(nth, 2, node.ne[0]) of scratch.
+template <class F>
+void map_rows(Tensor& node, const OpContext& ctx, F f) {
+  const Tensor& a = *node.src[0];
+  const int64_t n = node.ne[0];
+  float* sa = thread_row(ctx, 2, 0, n);
+  float* sd = thread_row(ctx, 2, 1, n);
+  const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t row = r.begin; row < r.end; ++row) {
+    const RowIndex i = row_index(node, row);
+    const float* x = read_row(a, i, sa);
+    float* d = row_out(node, i, sd);
+    f(i, x, d);
+    write_row(node, i, d);
+  }
+}
+
 // Address of element `flat` (row-major in t's own shape) of a plain-typed tensor.
 const uint8_t* flat_element(const Tensor& t, int64_t flat);
 inline uint8_t* flat_element(Tensor& t, int64_t flat) {

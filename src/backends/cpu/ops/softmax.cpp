@@ -73,21 +73,13 @@ size_t diag_work_size(const Tensor& node, int nth) {
 }
 
 void diag_compute(Tensor& node, const OpContext& ctx) {
-  const Tensor& a = *node.src[0];
   const int64_t n_past = node.param_i32(0);
   const int64_t n = node.ne[0];
-  float* sa = thread_row(ctx, 2, 0, n);
-  float* sd = thread_row(ctx, 2, 1, n);
-  const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
-  for (int64_t row = r.begin; row < r.end; ++row) {
-    const RowIndex i = row_index(node, row);
-    const float* x = read_row(a, i, sa);
-    float* d = row_out(node, i, sd);
+  map_rows(node, ctx, [&](const RowIndex& i, const float* x, float* d) {
     for (int64_t k = 0; k < n; ++k) {
       d[k] = k > n_past + i.i1 ? -std::numeric_limits<float>::infinity() : x[k];
     }
-    write_row(node, i, d);
-  }
+  });
 }
 
 }  // namespace
