@@ -23,6 +23,16 @@ Tensor* transpose(Graph& g, Tensor* a);  // swaps dims 0 and 1
 Tensor* get_rows(Graph& g, Tensor* a, Tensor* ids);
 // Copies a into b's bytes (converting type); the result is a view of b.
 Tensor* cpy(Graph& g, Tensor* a, Tensor* b);
+// SET_ROWS (ggml_set_rows; beyond SPEC.md §2's seed set, see docs/design-notes.md):
+// row (ids[i, i2 % ne2', i3 % ne3'], i2, i3) of dst = row (i, i2, i3) of values,
+// converted or quantized to dst's type; dst's other rows keep their bytes.
+// dst [ne0, R, ne2, ne3] f32, f16, bf16 or a type with a quantizer (blocks
+// contiguous); values f32 [ne0, n, ne2, ne3]; ids i32 or i64 [n, ne2', ne3']
+// with ne2, ne3 multiples of ne2', ne3' (ids broadcast). Ids must lie in
+// [0, R) (else compute throws) and be distinct within each (i2, i3): rows
+// named twice are written in no set order. The result is a view of dst (as
+// cpy's of b): src[0] values, src[1] ids, src[2] dst.
+Tensor* set_rows(Graph& g, Tensor* dst, Tensor* values, Tensor* ids);
 Tensor* dup(Graph& g, Tensor* a);
 Tensor* cont(Graph& g, Tensor* a);  // contiguous copy of a (permuted) view
 

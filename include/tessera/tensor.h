@@ -20,7 +20,8 @@ inline constexpr int kMaxDims = 4;
 inline constexpr int kMaxSources = 10;
 inline constexpr int kMaxOpParams = 16;  // int32 slots
 
-// The op set of SPEC.md §2. kNone marks a leaf (weights, inputs, constants).
+// The op set of SPEC.md §2 (SET_ROWS: docs/design-notes.md). kNone marks a leaf
+// (weights, inputs, constants).
 enum class Op : uint8_t {
   kNone,
   // layout (no compute: share their source's bytes)
@@ -30,7 +31,8 @@ enum class Op : uint8_t {
   kTranspose,
   // data movement
   kGetRows,
-  kCpy,  // copy src0 into src1's bytes, converting type
+  kCpy,      // copy src0 into src1's bytes, converting type
+  kSetRows,  // src0's rows into the rows of src2 that src1 names (src2's bytes)
   kDup,
   kCont,
   kConcat,

@@ -1,5 +1,7 @@
 #include "tessera/ops.h"
 
+#include <fmt/format.h>
+
 #include "core/ops_check.h"
 #include "tessera/error.h"
 
@@ -104,6 +106,38 @@ Tensor* cpy(Graph& g, Tensor* a, Tensor* b) {
   Tensor* t = g.new_view(Op::kCpy, b, b->type, b->ne, b->nb, 0);
   t->src[0] = a;
   t->src[1] = b;
+  return t;
+}
+
+Tensor* set_rows(Graph& g, Tensor* dst, Tensor* values, Tensor* ids) {
+  using detail::expect;
+  const DTypeInfo& info = dtype_info(dst->type);
+  // A quantized row is rewritten whole, block by block: blocks must be adjacent.
+  expect(detail::is_float(dst->type) ||
+             (info.quantized && info.has_quantize && dst->nb[0] == info.block_bytes),
+         Op::kSetRows, *dst, "an f32, f16 or bf16 destination, or contiguous blocks of a type "
+         "with a quantizer");
+  expect(values->type == DType::kF32, Op::kSetRows, *values, "f32 values");
+  expect(ids->type == DType::kI32 || ids->type == DType::kI64, Op::kSetRows, *ids,
+         "i32 or i64 row ids");
+  if (values->ne[0] != dst->ne[0] || values->ne[2] != dst->ne[2] || values->ne[3] != dst->ne[3]) {
+    bad_input(Op::kSetRows,
+              fmt::format("values {} for destination {}", values->describe(), dst->describe()),
+              "equal ne[0], ne[2] and ne[3]");
+  }
+  if (ids->ne[3] != 1 || ids->ne[0] != values->ne[1] || ids->ne[1] < 1 || ids->ne[2] < 1 ||
+      dst->ne[2] % ids->ne[1] != 0 || dst->ne[3] % ids->ne[2] != 0) {
+    bad_input(Op::kSetRows,
+              fmt::format("ids {} for values {} and destination {}", ids->describe(),
+                          values->describe(), dst->describe()),
+              "ids [values ne[1], ne2', ne3'] with the destination's ne[2], ne[3] multiples of "
+              "ne2', ne3'");
+  }
+  // As cpy: the node is a view of dst, so dst's other rows are its own bytes.
+  Tensor* t = g.new_view(Op::kSetRows, dst, dst->type, dst->ne, dst->nb, 0);
+  t->src[0] = values;
+  t->src[1] = ids;
+  t->src[2] = dst;
   return t;
 }
 

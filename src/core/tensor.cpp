@@ -15,6 +15,7 @@ std::string_view op_name(Op op) {
     case Op::kTranspose: return "TRANSPOSE";
     case Op::kGetRows: return "GET_ROWS";
     case Op::kCpy: return "CPY";
+    case Op::kSetRows: return "SET_ROWS";
     case Op::kDup: return "DUP";
     case Op::kCont: return "CONT";
     case Op::kConcat: return "CONCAT";

@@ -86,6 +86,11 @@ double decode(DType type, const uint8_t* p) {
       std::memcpy(&v, p, sizeof v);
       return v;
     }
+    case DType::kI64: {
+      int64_t v;
+      std::memcpy(&v, p, sizeof v);
+      return static_cast<double>(v);
+    }
     default:
       TESSERA_CHECK(false, "decode {}", dtype_name(type));
   }
@@ -147,6 +152,13 @@ std::vector<uint8_t> encode(const Tensor& t, const std::vector<float>& v, std::m
     for (size_t i = 0; i < v.size(); ++i) {
       const auto x = static_cast<int32_t>(std::lrint(v[i]));
       std::memcpy(bytes.data() + 4 * i, &x, 4);
+    }
+    return bytes;
+  }
+  if (t.type == DType::kI64) {
+    for (size_t i = 0; i < v.size(); ++i) {
+      const auto x = static_cast<int64_t>(std::llrint(v[i]));
+      std::memcpy(bytes.data() + 8 * i, &x, 8);
     }
     return bytes;
   }

@@ -56,7 +56,7 @@ inline std::string target_name(const ::testing::TestParamInfo<Target>& info) {
   return info.param.name();
 }
 
-// Fills an input's values (as floats; i32 inputs take them rounded).
+// Fills an input's values (as floats; i32 and i64 inputs take them rounded).
 using Gen = std::function<void(std::mt19937& rng, std::span<float> values)>;
 Gen uniform(float lo = -1.0f, float hi = 1.0f);
 Gen away_from_zero(float lo = 0.5f, float hi = 1.0f);  // |x| in [lo, hi], random sign

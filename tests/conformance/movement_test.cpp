@@ -1,7 +1,11 @@
 // Data movement: GET_ROWS (every type with a dequantizer, from weights and
 // activations), CPY/DUP/CONT (float conversions, quantizing and dequantizing
-// copies, permuted sources, strided destinations, reshaping copies), CONCAT,
-// REPEAT, ACC and PAD.
+// copies, permuted sources, strided destinations, reshaping copies), SET_ROWS
+// (every float type and the 32-block quantized types, i32 and i64 ids,
+// broadcast ids, strided destinations and values), CONCAT, REPEAT, ACC and PAD.
+#include <algorithm>
+#include <numeric>
+
 #include "conformance/op_test.h"
 
 namespace tessera::conformance {
@@ -29,6 +33,22 @@ std::vector<double> naive_get_rows(const Tensor& node, const HostValues& in) {
 // CPY, DUP, CONT: the source's elements in flat order.
 std::vector<double> naive_copy(const Tensor& node, const HostValues& in) {
   return flat_values(*node.src[0], in);
+}
+
+// SET_ROWS: the destination's prior values, with row ids[i, i2 % ne2', i3 % ne3']
+// of each (i2, i3) replaced by values row i. (For quantized destinations the
+// harness then rounds every row through the type: the written rows become
+// quantize_row of the values, the others stay as they were.)
+std::vector<double> naive_set_rows(const Tensor& node, const HostValues& in) {
+  const Tensor& values = *node.src[0];
+  const Tensor& ids = *node.src[1];
+  std::vector<double> out = flat_values(*node.src[2], in);
+  for_each_index(values.ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const auto row = static_cast<int64_t>(in.at(ids, i1, i2 % ids.ne[1], i3 % ids.ne[2], 0));
+    const int64_t flat = ((i3 * node.ne[2] + i2) * node.ne[1] + row) * node.ne[0] + i0;
+    out[static_cast<size_t>(flat)] = in.at(values, i0, i1, i2, i3);
+  });
+  return out;
 }
 
 std::vector<double> naive_concat(const Tensor& node, const HostValues& in) {
@@ -183,6 +203,80 @@ std::vector<Case> cpy_cases() {
   return cases;
 }
 
+// Row ids for SET_ROWS: each run of n (one (i2, i3) slice of the ids) the first
+// n of a random permutation of 0..rows-1, so no row is written twice.
+Gen distinct_rows(int64_t n, int64_t rows) {
+  return [n, rows](std::mt19937& rng, std::span<float> v) {
+    if (n <= 0) return;
+    std::vector<int64_t> perm(static_cast<size_t>(rows));
+    for (size_t at = 0; at < v.size(); at += static_cast<size_t>(n)) {
+      std::iota(perm.begin(), perm.end(), int64_t{0});
+      std::shuffle(perm.begin(), perm.end(), rng);
+      for (int64_t i = 0; i < n; ++i) {
+        v[at + static_cast<size_t>(i)] = static_cast<float>(perm[static_cast<size_t>(i)]);
+      }
+    }
+  };
+}
+
+// n f32 rows into dst (random prior content) through ids [n, ids2, ids3].
+Case set_rows_case(DType type, DType id_type, Shape dst, int64_t n, int64_t ids2, int64_t ids3) {
+  return {
+      fmt::format("{}_{}_ids_{}x{}x{}", shape_name(type, dst), dtype_name(id_type), n, ids2, ids3),
+      [=](CaseGraph& c) {
+        Tensor* d = c.input(type, {dst[0], dst[1], dst[2], dst[3]});
+        Tensor* v = c.input(DType::kF32, {dst[0], n, dst[2], dst[3]});
+        Tensor* ids = c.input(id_type, {n, ids2, ids3}, distinct_rows(n, dst[1]));
+        return ops::set_rows(c.g(), d, v, ids);
+      },
+      kNmseCopy};
+}
+
+std::vector<Case> set_rows_cases() {
+  std::vector<Case> cases;
+  for (DType type : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                     DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+    // Float rows of odd length (vector tails); quantized rows of 3 blocks.
+    const int64_t ne0 = dtype_info(type).quantized ? 96 : 37;
+    for (DType id_type : {DType::kI32, DType::kI64}) {
+      cases.push_back(set_rows_case(type, id_type, {ne0, 16, 1, 1}, 1, 1, 1));
+      cases.push_back(set_rows_case(type, id_type, {ne0, 37, 2, 1}, 7, 2, 1));
+      // ids broadcast over dims 2 and 3, and one id slice per (i2, i3).
+      cases.push_back(set_rows_case(type, id_type, {ne0, 16, 3, 2}, 5, 1, 1));
+      cases.push_back(set_rows_case(type, id_type, {ne0, 16, 3, 2}, 5, 3, 2));
+    }
+  }
+  cases.push_back(set_rows_case(DType::kQ8_0, DType::kI64, {64, 16, 3, 2}, 5, 1, 2));
+  cases.push_back(set_rows_case(DType::kF16, DType::kI32, {64, 16, 3, 2}, 16, 3, 1));
+  // A KV-cache write: into a view of 64 elements of each 96-element cell, one
+  // block (f16: one element) in, so rows are not adjacent; from a permuted
+  // (element-strided) batch of f32 rows.
+  for (DType type : {DType::kF16, DType::kQ8_0}) {
+    cases.push_back(
+        {fmt::format("kv_cache_view_{}", dtype_name(type)),
+         [=](CaseGraph& c) {
+           const int64_t d = 64, cells = 20, heads = 2, tokens = 6;
+           Tensor* cache = c.input(type, {d + 32, cells, heads});
+           Graph& g = c.g();
+           Tensor* dst =
+               ops::view(g, cache, {d, cells, heads}, {cache->nb[1], cache->nb[2]}, cache->nb[0]);
+           Tensor* v = permuted_input(c, DType::kF32, {tokens, d, heads, 1}, {1, 0, 2, 3});
+           Tensor* ids = c.input(DType::kI64, {tokens, heads}, distinct_rows(tokens, cells));
+           return ops::set_rows(g, dst, v, ids);
+         },
+         kNmseCopy});
+  }
+  cases.push_back({"no_rows",
+                   [](CaseGraph& c) {
+                     Tensor* d = c.input(DType::kF16, {33, 4});
+                     Tensor* v = c.input(DType::kF32, {33, 0});
+                     Tensor* ids = c.input(DType::kI32, {0});
+                     return ops::set_rows(c.g(), d, v, ids);
+                   },
+                   kNmseCopy});
+  return cases;
+}
+
 // DUP and CONT of permuted and transposed views, each float type and i32.
 std::vector<Case> contiguous_cases(bool dup) {
   std::vector<Case> cases;
@@ -309,6 +403,7 @@ std::vector<Case> pad_cases() {
 
 class GetRows : public OpTest {};
 class Cpy : public OpTest {};
+class SetRows : public OpTest {};
 class Dup : public OpTest {};
 class Cont : public OpTest {};
 class Concat : public OpTest {};
@@ -321,6 +416,9 @@ TEST_P(GetRows, MatchesReference_EveryReadableType) {
 }
 TEST_P(Cpy, MatchesReference_ConvertQuantizePermute) {
   run(cpy_cases(), naive_copy);
+}
+TEST_P(SetRows, MatchesReference_StoredTypesAndBroadcastIds) {
+  run(set_rows_cases(), naive_set_rows);
 }
 TEST_P(Dup, MatchesReference_PermutedViews) {
   run(contiguous_cases(true), naive_copy);
@@ -343,6 +441,7 @@ TEST_P(Pad, MatchesReference_TrailingZeros) {
 
 INSTANTIATE_TEST_SUITE_P(Conformance, GetRows, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Cpy, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, SetRows, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Dup, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Cont, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Concat, ::testing::ValuesIn(all_targets()), target_name);

@@ -77,6 +77,40 @@ TEST_F(CpuRefuses, CopiesItCannotMake) {
   expect_refused(*copy(g_.new_tensor(DType::kF32, {64, 2}), q), "into strided q8_0 blocks");
 }
 
+TEST_F(CpuRefuses, SetRowsItCannotMake) {
+  Tensor* dst = g_.new_tensor(DType::kQ8_0, {64, 16, 2}, "cache");
+  Tensor* values = g_.new_tensor(DType::kF32, {64, 3, 2}, "values");
+  Tensor* ids = g_.new_tensor(DType::kI64, {3, 2}, "ids");
+  Tensor* valid = ops::set_rows(g_, dst, values, ids);
+  ASSERT_TRUE(cpu_.supports_op(*valid)) << "control: a valid set_rows";
+  auto broken = [&](Tensor* d, Tensor* v, Tensor* i) {
+    Tensor* t = clone(*valid);
+    t->type = d->type;
+    t->ne = d->ne;
+    t->nb = d->nb;
+    t->src[0] = v;
+    t->src[1] = i;
+    t->src[2] = d;
+    return t;
+  };
+  expect_refused(*broken(g_.new_tensor(DType::kIQ2_XXS, {256, 16, 2}),
+                         g_.new_tensor(DType::kF32, {256, 3, 2}), ids),
+                 "into a type without a quantizer");
+  expect_refused(*broken(g_.new_tensor(DType::kI32, {64, 16, 2}), values, ids), "into i32");
+  expect_refused(*broken(dst, g_.new_tensor(DType::kF16, {64, 3, 2}), ids), "f16 values");
+  expect_refused(*broken(dst, values, g_.new_tensor(DType::kF32, {3, 2})), "f32 ids");
+  expect_refused(*broken(dst, values, g_.new_tensor(DType::kI32, {4, 2})), "4 ids for 3 rows");
+  expect_refused(*broken(dst, values, g_.new_tensor(DType::kI32, {3, 3})),
+                 "ids that do not broadcast over 2 slices");
+  expect_refused(*broken(dst, g_.new_tensor(DType::kF32, {32, 3, 2}), ids), "shorter rows");
+  Tensor* strided = g_.new_tensor(DType::kQ8_0, {64, 16, 2}, "strided");
+  strided->nb[0] *= 2;
+  expect_refused(*broken(strided, values, ids), "into strided q8_0 blocks");
+  Tensor* mismatched = clone(*valid);
+  mismatched->type = DType::kF16;
+  expect_refused(*mismatched, "a node whose type is not its destination's");
+}
+
 TEST_F(CpuRefuses, BadParamsAndShapes) {
   ops::RopeParams p;
   p.n_dims = 32;
@@ -246,6 +280,55 @@ TEST(OpBuilders, RefuseBadInputsNamingTheOp) {
   expect_op_error([&] { ops::upscale(g, img, 0, 7, 3, 2); }, "UPSCALE");
   expect_op_error([&] { ops::group_norm(g, a, 0, 1e-5f); }, "GROUP_NORM");
   expect_op_error([&] { ops::group_norm(g, i32, 2, 1e-5f); }, "GROUP_NORM");
+  Tensor* cache = g.new_tensor(DType::kF16, {32, 16, 6, 2});
+  Tensor* rows = g.new_tensor(DType::kF32, {32, 3, 6, 2});
+  Tensor* ids = g.new_tensor(DType::kI64, {3, 3, 1});
+  Tensor* one_id = g.new_tensor(DType::kI32, {1});
+  ASSERT_NO_THROW(ops::set_rows(g, cache, rows, ids)) << "control: a valid set_rows";
+  expect_op_error(
+      [&] {
+        ops::set_rows(g, g.new_tensor(DType::kIQ2_XXS, {256, 4}),
+                      g.new_tensor(DType::kF32, {256, 1}), one_id);
+      },
+      "SET_ROWS");
+  expect_op_error([&] { ops::set_rows(g, i32, a, g.new_tensor(DType::kI32, {4, 5})); }, "SET_ROWS");
+  expect_op_error(
+      [&] {
+        ops::set_rows(g, cache, g.new_tensor(DType::kF16, {32, 3, 6, 2}), ids);
+      },
+      "SET_ROWS");
+  expect_op_error(
+      [&] {
+        ops::set_rows(g, cache, rows, g.new_tensor(DType::kF32, {3, 3}));
+      },
+      "SET_ROWS");
+  expect_op_error(
+      [&] {
+        ops::set_rows(g, cache, rows, g.new_tensor(DType::kI32, {4, 3}));
+      },
+      "SET_ROWS");
+  expect_op_error(
+      [&] {
+        ops::set_rows(g, cache, rows, g.new_tensor(DType::kI32, {3, 4}));
+      },
+      "SET_ROWS");
+  expect_op_error(
+      [&] {
+        ops::set_rows(g, cache, rows, g.new_tensor(DType::kI32, {3, 1, 1, 2}));
+      },
+      "SET_ROWS");
+  expect_op_error(
+      [&] {
+        ops::set_rows(g, cache, g.new_tensor(DType::kF32, {31, 3, 6, 2}), ids);
+      },
+      "SET_ROWS");
+  Tensor* strided_q8 = g.new_tensor(DType::kQ8_0, {64, 4});
+  strided_q8->nb[0] *= 2;
+  expect_op_error(
+      [&] {
+        ops::set_rows(g, strided_q8, g.new_tensor(DType::kF32, {64, 1}), one_id);
+      },
+      "SET_ROWS");
 }
 
 }  // namespace

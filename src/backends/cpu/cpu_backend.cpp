@@ -117,6 +117,8 @@ static size_t estimated_work(const Tensor& node) {
     case Op::kFlashAttnExt:  // q·k and p·v per query row and key
       return 2 * static_cast<size_t>(node.src[0]->ne[0]) * static_cast<size_t>(node.src[1]->ne[1]) *
              static_cast<size_t>(node.src[0]->ne[1] * node.src[0]->ne[2] * node.src[0]->ne[3]);
+    case Op::kSetRows:  // the values' rows, not the whole destination (a cache)
+      return 2 * n(node.src[0]) + n(node.src[1]);
     default:
       return n(&node) + n(node.src[0]) + n(node.src[1]);
   }

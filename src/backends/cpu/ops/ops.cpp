@@ -11,6 +11,7 @@ namespace tessera::cpu {
 extern const OpImpl kLayoutOp;
 extern const OpImpl kGetRowsOp;
 extern const OpImpl kCopyOp;
+extern const OpImpl kSetRowsOp;
 extern const OpImpl kBinaryOp;
 extern const OpImpl kMapOp;
 extern const OpImpl kSwigluOp;
@@ -42,6 +43,7 @@ const OpImpl* find_op(Op op) {
     case Op::kCpy:
     case Op::kDup:
     case Op::kCont: return &kCopyOp;
+    case Op::kSetRows: return &kSetRowsOp;
     case Op::kAdd:
     case Op::kSub:
     case Op::kMul:

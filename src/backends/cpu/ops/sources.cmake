@@ -14,5 +14,6 @@ list(APPEND TESSERA_CPU_OP_SOURCES
   backends/cpu/ops/norm.cpp
   backends/cpu/ops/reduce.cpp
   backends/cpu/ops/rope.cpp
+  backends/cpu/ops/set_rows.cpp
   backends/cpu/ops/softmax.cpp
 )
