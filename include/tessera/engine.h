@@ -1,69 +1,109 @@
-// Session: one sequence's KV cache and the forward passes that fill it. A
-// prompt runs in batches of n_batch tokens, generation one token at a time,
-// both through the scheduler over the model's devices.
+// Engine: a Context runs batches of many sequences over one shared KV cache;
+// a Session is one sequence over a Context, for the simple generate loop.
+//
+// A Context builds one graph per shape (tokens rounded up to a bucket, cache
+// rows rounded up to 256, rows of logits) and keeps it with its scheduler
+// plan: a decode step of a shape seen before only writes the inputs and
+// replays the plan.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "tessera/batch.h"
+#include "tessera/kv_cache.h"
 #include "tessera/model.h"
 #include "tessera/scheduler.h"
 
 namespace tessera {
 
-// Per-layer K and V caches, f16 [head_dim, n_ctx, n_head_kv] on the layer's device.
-struct KvCache {
-  int64_t n_ctx = 0;
-  Graph arena;
-  std::vector<Tensor*> k, v;
-  std::vector<std::unique_ptr<Buffer>> buffers;
+struct ContextOptions {
+  int64_t n_ctx = 0;      // cells of the cache; 0: the model's training context, at most 4096
+  int64_t n_batch = 512;  // tokens per forward pass
+  DType type_k = DType::kF16;  // cache types: F16, F32, BF16, Q8_0, Q4_0, ...
+  DType type_v = DType::kF16;
 };
 
-struct SessionOptions {
-  int64_t n_ctx = 0;      // 0: the model's training context, at most 4096
-  int64_t n_batch = 512;  // prompt tokens per forward pass
+class Context {
+ public:
+  explicit Context(const Model& model, const ContextOptions& options = {});
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  // Runs every token of `batch` (in passes of at most n_batch tokens). The
+  // logits of the tokens that asked are then read with logits(i). Throws
+  // Error(kInvalidArgument) for a token id out of range, a token of no
+  // sequence or of a sequence id >= kMaxSequences, or a full cache (naming
+  // the sequences and the cells asked); the cache is then as before the call.
+  void decode(const Batch& batch);
+  // Logits (n_vocab floats) of token i of the last batch; it must have asked.
+  std::span<const float> logits(size_t i) const;
+  // Logits of every token that asked, in batch order (rows of n_vocab).
+  std::span<const float> all_logits() const { return logits_; }
+
+  KvCache& cache() { return *cache_; }
+  const KvCache& cache() const { return *cache_; }
+  const Model& model() const { return model_; }
+  int64_t n_ctx() const { return cache_->size(); }
+  int64_t n_batch() const { return n_batch_; }
+  int64_t n_vocab() const { return model_.hparams().n_vocab; }
+
+  // Graphs built and planned so far (one per shape, plus K shifts): stays
+  // put in a steady decode loop.
+  uint64_t plans_built() const { return scheduler_->plans_made(); }
+  // The splits of the most recent pass's plan (TESSERA_SCHED_DEBUG prints them too).
+  std::string describe_plan() const;
+
+ private:
+  struct Plan;
+  Plan& plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out);
+  void run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row);
+  void apply_shift();
+
+  const Model& model_;
+  int64_t n_batch_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::vector<std::unique_ptr<Plan>> plans_;  // least recently used first out
+  Plan* last_plan_ = nullptr;
+  uint64_t clock_ = 0;
+
+  // Reused from call to call: no allocation in a steady decode loop.
+  std::vector<float> logits_;
+  std::vector<int32_t> logit_row_;  // per batch token: row in logits_, or -1
+  std::vector<int64_t> cells_;      // claimed by the current call
+  std::vector<int32_t> i32_;
+  std::vector<int64_t> i64_;
+  std::vector<float> mask_;
 };
 
+using SessionOptions = ContextOptions;
+
+// One sequence (id 0) of a Context: decode() appends tokens at n_past().
 class Session {
  public:
-  Session(const Model& model, const SessionOptions& options = {});
-  ~Session();
+  explicit Session(const Model& model, const SessionOptions& options = {});
 
   // Runs `tokens` at positions n_past().. and returns the logits of the last
   // token (n_vocab floats), or with all_logits those of every token
   // (tokens.size() rows of n_vocab). Throws Error(kInvalidArgument) when the
-  // context would overflow or a token id is out of range.
+  // context would overflow or a token id is out of range; then nothing changed.
   std::span<const float> decode(std::span<const int32_t> tokens, bool all_logits = false);
 
   int64_t n_past() const { return n_past_; }
-  int64_t n_ctx() const { return cache_.n_ctx; }
-  int64_t n_batch() const { return n_batch_; }
-  void reset() { n_past_ = 0; }
-  const Scheduler& scheduler() const { return *scheduler_; }
+  int64_t n_ctx() const { return context_.n_ctx(); }
+  int64_t n_batch() const { return context_.n_batch(); }
+  void reset();
+  Context& context() { return context_; }
 
  private:
-  void run_batch(std::span<const int32_t> tokens, bool all_logits, float* out);
-
-  const Model& model_;
-  KvCache cache_;
-  int64_t n_batch_;
+  Context context_;
+  Batch batch_;
   int64_t n_past_ = 0;
-  std::unique_ptr<Scheduler> scheduler_;
-  std::vector<float> logits_;
 };
-
-// The forward graph of a Llama model for `n_tokens` tokens at positions
-// n_past..; returns the logits node [n_vocab, n_out] (n_out = n_tokens with
-// all_logits, else 1). Inputs: i32 tokens and positions [n_tokens], f32
-// mask [n_past + n_tokens, n_tokens], flagged kFlagInput.
-struct LlamaInputs {
-  Tensor* tokens;
-  Tensor* positions;
-  Tensor* mask;
-};
-Tensor* build_llama(Graph& g, const Model& model, KvCache& cache, int64_t n_past,
-                    int64_t n_tokens, bool all_logits, LlamaInputs* inputs);
 
 }  // namespace tessera

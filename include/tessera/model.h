@@ -1,24 +1,29 @@
-// Model: hyperparameters and weights of a Llama-family GGUF model, placed in
-// device buffers through the runtime. The forward graph is built per batch
-// by the engine (engine.h); model code never names a backend.
+// Model: hyperparameters and weights of a GGUF model of a registered
+// architecture, placed in device buffers through the runtime, and the
+// architecture's graph builder. The engine (engine.h) owns the KV cache and
+// the per-batch inputs and asks the model for a graph of a given shape; model
+// code never names a backend and never includes the engine.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
 #include "tessera/buffer.h"
 #include "tessera/gguf.h"
 #include "tessera/graph.h"
+#include "tessera/ops.h"
 #include "tessera/runtime.h"
 
 namespace tessera {
 
-struct LlamaHparams {
-  std::string architecture;  // "llama"
+struct Hparams {
+  std::string architecture;  // general.architecture, e.g. "llama"
   std::string name;
   int64_t n_vocab = 0;
   int64_t n_ctx_train = 0;
@@ -32,14 +37,17 @@ struct LlamaHparams {
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
   float norm_rms_eps = 1e-5f;
+  ops::RopeMode rope_mode = ops::RopeMode::kNormal;  // set by the architecture
 
   int64_t n_embd_kv() const { return head_dim * n_head_kv; }
   int64_t n_embd_q() const { return head_dim * n_head; }
 };
 
-// Reads and checks hyperparameters, with llama.cpp's defaults for absent
-// keys. Throws Error(kInvalidFile / kUnsupported) naming the key.
-LlamaHparams read_llama_hparams(const gguf::File& file);
+// Reads and checks the hyperparameters every architecture shares, with
+// llama.cpp's defaults for absent keys, then the architecture's own. Throws
+// Error(kInvalidFile / kUnsupported) naming the key, or for an architecture
+// that is not registered, one that lists those that are.
+Hparams read_hparams(const gguf::File& file);
 
 struct LayerWeights {
   Tensor* attn_norm;    // [n_embd]
@@ -53,6 +61,60 @@ struct LayerWeights {
   Tensor* ffn_down;     // [n_ff, n_embd]
   Device* device;       // where this layer's weights live
 };
+
+// Every weight of a model; what an architecture does not use stays null.
+struct Weights {
+  Tensor* token_embd = nullptr;   // [n_embd, n_vocab]
+  Tensor* output_norm = nullptr;  // [n_embd]
+  Tensor* output = nullptr;       // [n_embd, n_vocab]; token_embd when tied
+  Tensor* rope_freqs = nullptr;   // nullable [n_rot / 2]
+  std::vector<LayerWeights> layers;
+};
+
+// What a forward graph reads besides the weights. The engine makes these
+// tensors (flagged kFlagInput) and sets them before each run; the model's
+// graph must depend on nothing else, so that one graph serves every batch of
+// its shape.
+struct GraphInputs {
+  int64_t n_tokens = 0;  // tokens in the graph (the batch, padded to a bucket)
+  int64_t n_kv = 0;      // cache rows the attention reads
+  int64_t n_out = 0;     // rows of logits
+  Tensor* tokens = nullptr;     // i32 [n_tokens]
+  Tensor* positions = nullptr;  // i32 [n_tokens]
+  Tensor* kv_idx = nullptr;     // i64 [n_tokens]: the cache row each token's K and V go to
+  Tensor* mask = nullptr;       // f32 [n_kv, n_tokens]: 0 where a token sees a row, else -inf
+  Tensor* out_ids = nullptr;    // i32 [n_out]: the tokens whose logits are computed
+  std::span<Tensor* const> cache_k, cache_v;  // per layer [n_embd_kv, cache rows]
+};
+
+class Model;
+
+// Declares a model's tensors: each one by name and exact shape, required or
+// not. Throws Error naming the tensor when the file's differs.
+class TensorLoader {
+ public:
+  virtual ~TensorLoader() = default;
+  virtual Tensor* take(const std::string& name, std::initializer_list<int64_t> shape,
+                       bool required = true) = 0;
+  // "blk.<layer>.<what>.weight"
+  Tensor* layer(int64_t layer, std::string_view what, std::initializer_list<int64_t> shape,
+                bool required = true);
+};
+
+// One architecture: its keys beyond the shared ones, its tensors and its
+// forward graph. Each lives in its own file in src/models/.
+struct Architecture {
+  std::string_view name;  // general.architecture
+  void (*read_hparams)(const gguf::File& file, Hparams& hp);  // nullable
+  void (*declare_tensors)(TensorLoader& loader, const Hparams& hp, Weights& w);
+  // Logits [n_vocab, in.n_out] of the tokens in.out_ids names.
+  Tensor* (*build_graph)(Graph& g, const Model& model, const GraphInputs& in);
+};
+
+// The architecture registered as `name`; Error(kUnsupported) listing the
+// known ones otherwise.
+const Architecture& find_architecture(std::string_view name, std::string_view file = {});
+std::vector<std::string_view> architecture_names();
 
 struct ModelOptions {
   // Layers whose weights go to the best GPU-type device: -1 = all that fit,
@@ -70,15 +132,19 @@ class Model {
                                      const ModelOptions& options = {});
   ~Model();
 
-  const LlamaHparams& hparams() const { return hparams_; }
+  const Hparams& hparams() const { return hparams_; }
+  const Architecture& architecture() const { return *arch_; }
   const gguf::File& file() const { return file_; }  // metadata (tokenizer, template)
   Runtime& runtime() const { return runtime_; }
 
-  Tensor* token_embd() const { return token_embd_; }  // [n_embd, n_vocab]
-  Tensor* output_norm() const { return output_norm_; }
-  Tensor* output() const { return output_; }  // token_embd when tied
-  Tensor* rope_freqs() const { return rope_freqs_; }  // nullable [n_rot / 2]
-  const std::vector<LayerWeights>& layers() const { return layers_; }
+  const Weights& weights() const { return w_; }
+  Tensor* token_embd() const { return w_.token_embd; }  // [n_embd, n_vocab]
+  Tensor* output_norm() const { return w_.output_norm; }
+  Tensor* output() const { return w_.output; }  // token_embd when tied
+  Tensor* rope_freqs() const { return w_.rope_freqs; }  // nullable [n_rot / 2]
+  const std::vector<LayerWeights>& layers() const { return w_.layers; }
+  // The architecture's forward graph (see Architecture::build_graph).
+  Tensor* build_graph(Graph& g, const GraphInputs& in) const { return arch_->build_graph(g, *this, in); }
   Device& embeddings_device() const { return *cpu_; }
   // Devices holding weights, in scheduler priority order (CPU last).
   std::vector<Device*> devices() const;
@@ -91,13 +157,10 @@ class Model {
 
   Runtime& runtime_;
   gguf::File file_;
-  LlamaHparams hparams_;
+  Hparams hparams_;
+  const Architecture* arch_;
   Graph weights_;  // arena holding the weight descriptors
-  Tensor* token_embd_ = nullptr;
-  Tensor* output_norm_ = nullptr;
-  Tensor* output_ = nullptr;
-  Tensor* rope_freqs_ = nullptr;
-  std::vector<LayerWeights> layers_;
+  Weights w_;
   Device* cpu_ = nullptr;
   Device* gpu_ = nullptr;
   std::vector<std::unique_ptr<Buffer>> buffers_;

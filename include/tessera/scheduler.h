@@ -3,7 +3,10 @@
 // memory, and runs the pieces in order (SPEC.md §1).
 //
 // Use: allocate(graph), then write the inputs (tensors flagged kFlagInput,
-// placed in host memory), then compute(), then read the outputs.
+// placed in host memory), then compute(), then read the outputs. Or, for a
+// graph run many times (one per shape in the engine): p = plan(graph) once,
+// then compute(*p) after each change of the inputs. Plans share the compute
+// buffers; a plan made before a buffer grew is re-placed at its next compute.
 #pragma once
 
 #include <memory>
@@ -36,38 +39,64 @@ class Scheduler {
   void allocate(Graph& graph);
   // Runs the splits in order, copying inputs between devices, and waits.
   void compute();
-  // allocate + compute, for graphs whose inputs are already set.
-  void run(Graph& graph);
 
   struct Split {
     Device* device;
     std::vector<Tensor*> nodes;   // in order
     std::vector<Tensor*> copies;  // input copies made at the split's start (src[0] = original)
+    // Resolved when the plan is made, so that replaying it looks nothing up.
+    Stream* stream = nullptr;
+    Event* event = nullptr;                // recorded after the split (devices with events)
+    Event* copy_event = nullptr;           // recorded after its async copies
+    std::vector<Device*> copy_from;        // device of each copy's source
+    std::vector<Stream*> copy_from_stream; // its stream (nullptr: none yet)
+    std::unique_ptr<StreamGraph> prepared;  // the stream's handle for these nodes
   };
-  const std::vector<Split>& splits() const { return splits_; }
+
+  // A graph assigned, split and allocated: replayed by compute(Plan&) as
+  // often as needed, with no allocation or lookup. The graph must outlive it.
+  struct Plan {
+    Graph* graph = nullptr;
+    std::vector<Split> splits;
+    std::vector<Tensor*> order;  // copies and nodes in execution order
+    std::vector<GraphAllocator::Placement> placements;
+    uint64_t generation = 0;  // of the allocator's buffers when placed
+    GraphAllocator::Stats stats;
+  };
+  std::unique_ptr<Plan> plan(Graph& graph);
+  void compute(Plan& plan);
+  // Plans made so far (allocate() counts as one): for tests of plan reuse.
+  uint64_t plans_made() const { return plans_made_; }
+  // Headroom when a compute buffer grows (1.0: exactly the peak).
+  void set_growth(double factor) { allocator_.set_growth(factor); }
+
+  const std::vector<Split>& splits() const { return current_->splits; }
   Device* device_of(const Tensor* t) const;
-  const GraphAllocator::Stats& memory_stats() const { return stats_; }
+  const GraphAllocator::Stats& memory_stats() const { return current_->stats; }
   // One line per split: device, node count, ops, copied inputs.
-  std::string describe() const;
+  std::string describe() const { return describe(*current_); }
+  std::string describe(const Plan& plan) const;
 
  private:
   void assign(Graph& graph);
-  void split(Graph& graph);
-  void compute_splits();
+  void split(Graph& graph, Plan& plan);
+  void resolve(Plan& plan);
+  void compute_splits(Plan& plan);
   bool can_read(const Device& d, const Tensor& t) const;
   BufferType& compute_type(const Tensor& t) const;
   Stream& stream_for(Device& d);
+  Event& event_for(std::unordered_map<Device*, std::unique_ptr<Event>>& events, Device& d);
 
   std::vector<Device*> devices_;
-  std::unordered_map<const Tensor*, Device*> assigned_;
+  std::unordered_map<const Tensor*, Device*> assigned_;  // while planning
   std::unordered_map<const Tensor*, Device*> pinned_;
-  std::vector<Split> splits_;
   std::unordered_map<Device*, std::unique_ptr<Stream>> streams_;
   std::unordered_map<Device*, std::unique_ptr<Event>> events_;       // after each split
   std::unordered_map<Device*, std::unique_ptr<Event>> copy_events_;  // after async copies
   GraphAllocator allocator_;
-  GraphAllocator::Stats stats_;
-  Graph* graph_ = nullptr;
+  std::unique_ptr<Plan> current_;  // of allocate()
+  uint64_t plans_made_ = 0;
+  bool debug_ = false;
 };
 
 }  // namespace tessera

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <span>
 
 #include "tessera/tensor.h"
@@ -18,6 +19,14 @@ class Event {
   virtual Device& device() const = 0;
   // Blocks the host until the work recorded before this event is done.
   virtual void synchronize() = 0;
+};
+
+// A stream's handle for a list of nodes it will run many times (a replayed
+// plan): a GPU backend may capture them once (CUDA graphs) and launch the
+// capture after. The nodes' addresses do not change while a handle lives.
+class StreamGraph {
+ public:
+  virtual ~StreamGraph() = default;
 };
 
 class Stream {
@@ -42,6 +51,13 @@ class Stream {
   // supported by this stream's device and its tensors allocated.
   virtual void compute(std::span<Tensor* const> nodes) = 0;
   void compute(const Graph& graph);
+  // For nodes that will be computed again and again: a handle to pass to
+  // compute(handle, nodes), or nullptr (the default) when the stream has
+  // nothing to prepare and plain compute(nodes) is as fast.
+  virtual std::unique_ptr<StreamGraph> prepare(std::span<Tensor* const> /*nodes*/) {
+    return nullptr;
+  }
+  virtual void compute(StreamGraph& /*handle*/, std::span<Tensor* const> nodes) { compute(nodes); }
 
   virtual void record(Event& event) = 0;  // event completes after the work queued so far
   virtual void wait(Event& event) = 0;    // later work waits for the event

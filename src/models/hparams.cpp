@@ -1,5 +1,6 @@
-// Llama hyperparameters from GGUF metadata, with llama.cpp's defaults for
-// absent keys, checked against sane ranges before anything is sized by them.
+// Hyperparameters every architecture shares, from GGUF metadata under the
+// architecture's prefix, with llama.cpp's defaults for absent keys, checked
+// against sane ranges before anything is sized by them.
 #include <cmath>
 
 #include "tessera/error.h"
@@ -75,19 +76,15 @@ class Reader {
 
 }  // namespace
 
-LlamaHparams read_llama_hparams(const gguf::File& file) {
-  LlamaHparams hp;
+Hparams read_hparams(const gguf::File& file) {
+  Hparams hp;
   const gguf::Value* arch = file.find("general.architecture");
   if (arch == nullptr) {
     fail(ErrorCategory::kInvalidFile, "[model {}] key 'general.architecture' is missing",
          file.name());
   }
   hp.architecture = std::string(arch->string());
-  if (hp.architecture != "llama") {
-    fail(ErrorCategory::kUnsupported,
-         "[model {}] architecture '{}' is not supported; supported: llama", file.name(),
-         hp.architecture);
-  }
+  const Architecture& architecture = find_architecture(hp.architecture, file.name());
   if (const gguf::Value* name = file.find("general.name")) hp.name = std::string(name->string());
   const Reader r(file, hp.architecture);
 
@@ -153,6 +150,7 @@ LlamaHparams read_llama_hparams(const gguf::File& file) {
   }
   if (*eps <= 0 || *eps > 1) r.bad("attention.layer_norm_rms_epsilon", fmt::format("{}", *eps), "in (0, 1]");
   hp.norm_rms_eps = *eps;
+  if (architecture.read_hparams != nullptr) architecture.read_hparams(file, hp);
   return hp;
 }
 

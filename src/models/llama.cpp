@@ -1,78 +1,65 @@
-// The Llama forward graph: embeddings, n_layer blocks of RMSNorm -> GQA
-// attention with RoPE and an f16 KV cache -> RMSNorm -> SwiGLU FFN, each with
-// a residual, then the output norm and head.
+// llama (Llama 1-3, Mistral, TinyLlama, ...): embeddings, n_layer blocks of
+// RMSNorm -> grouped-query attention with RoPE over the shared KV cache ->
+// RMSNorm -> SwiGLU FFN, each with a residual, then the output norm and head.
 #include <cmath>
 
-#include "tessera/engine.h"
-#include "tessera/ops.h"
+#include "models/layers.h"
 
 namespace tessera {
+namespace {
 
-Tensor* build_llama(Graph& g, const Model& model, KvCache& cache, int64_t n_past,
-                    int64_t n_tokens, bool all_logits, LlamaInputs* inputs) {
-  const LlamaHparams& hp = model.hparams();
+void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
+  w.token_embd = t.take("token_embd.weight", {hp.n_embd, hp.n_vocab});
+  w.output_norm = t.take("output_norm.weight", {hp.n_embd});
+  w.output = t.take("output.weight", {hp.n_embd, hp.n_vocab}, /*required=*/false);
+  w.rope_freqs = t.take("rope_freqs.weight", {hp.n_rot / 2}, /*required=*/false);
+  for (int64_t i = 0; i < hp.n_layer; ++i) {
+    LayerWeights l{};
+    l.attn_norm = t.layer(i, "attn_norm", {hp.n_embd});
+    l.wq = t.layer(i, "attn_q", {hp.n_embd, hp.n_embd_q()});
+    l.wk = t.layer(i, "attn_k", {hp.n_embd, hp.n_embd_kv()});
+    l.wv = t.layer(i, "attn_v", {hp.n_embd, hp.n_embd_kv()});
+    l.wo = t.layer(i, "attn_output", {hp.n_embd_q(), hp.n_embd});
+    l.ffn_norm = t.layer(i, "ffn_norm", {hp.n_embd});
+    l.ffn_gate = t.layer(i, "ffn_gate", {hp.n_embd, hp.n_ff});
+    l.ffn_up = t.layer(i, "ffn_up", {hp.n_embd, hp.n_ff});
+    l.ffn_down = t.layer(i, "ffn_down", {hp.n_ff, hp.n_embd});
+    w.layers.push_back(l);
+  }
+}
+
+Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
+  const Hparams& hp = model.hparams();
   const int64_t d = hp.head_dim;
-  const int64_t n_kv = n_past + n_tokens;
-  const size_t f16 = sizeof(uint16_t);
-
-  Tensor* tokens = g.new_tensor(DType::kI32, {n_tokens}, "tokens");
-  Tensor* pos = g.new_tensor(DType::kI32, {n_tokens}, "positions");
-  Tensor* mask = g.new_tensor(DType::kF32, {n_kv, n_tokens}, "mask");
-  for (Tensor* t : {tokens, pos, mask}) t->flags |= kFlagInput;
-  *inputs = {tokens, pos, mask};
-
-  ops::RopeParams rope;
-  rope.n_dims = static_cast<int32_t>(hp.n_rot);
-  rope.mode = ops::RopeMode::kNormal;  // llama's converter lays q/k out for adjacent pairs
-  rope.n_ctx_orig = static_cast<int32_t>(hp.n_ctx_train);
-  rope.freq_base = hp.rope_freq_base;
-  rope.freq_scale = hp.rope_freq_scale;
+  const int64_t n = in.n_tokens;
+  const ops::RopeParams rope = layers::rope_params(hp);
   const float kq_scale = 1.0f / std::sqrt(static_cast<float>(d));
 
-  Tensor* x = ops::get_rows(g, model.token_embd(), tokens);  // [n_embd, n_tokens]
+  Tensor* x = ops::get_rows(g, model.token_embd(), in.tokens);  // [n_embd, n_tokens]
   for (size_t il = 0; il < model.layers().size(); ++il) {
     const LayerWeights& l = model.layers()[il];
-    Tensor* h = ops::mul(g, ops::rms_norm(g, x, hp.norm_rms_eps), l.attn_norm);
-
-    Tensor* q = ops::reshape(g, ops::mul_mat(g, l.wq, h), {d, hp.n_head, n_tokens});
-    Tensor* k = ops::reshape(g, ops::mul_mat(g, l.wk, h), {d, hp.n_head_kv, n_tokens});
-    Tensor* v = ops::reshape(g, ops::mul_mat(g, l.wv, h), {d, hp.n_head_kv, n_tokens});
-    q = ops::rope(g, q, pos, model.rope_freqs(), rope);
-    k = ops::rope(g, k, pos, model.rope_freqs(), rope);
-
-    // Write this batch's K and V at positions n_past.. of the cache, before
-    // the attention below reads it (expanded first, so it runs first).
-    Tensor* kc = cache.k[il];
-    Tensor* vc = cache.v[il];
-    const size_t row = static_cast<size_t>(d) * f16;
-    const size_t head = static_cast<size_t>(cache.n_ctx) * row;
-    const size_t at = static_cast<size_t>(n_past) * row;
-    g.expand(ops::cpy(g, ops::permute(g, k, 0, 2, 1, 3),
-                      ops::view(g, kc, {d, n_tokens, hp.n_head_kv}, {row, head}, at)));
-    g.expand(ops::cpy(g, ops::permute(g, v, 0, 2, 1, 3),
-                      ops::view(g, vc, {d, n_tokens, hp.n_head_kv}, {row, head}, at)));
-
-    Tensor* keys = ops::view(g, kc, {d, n_kv, hp.n_head_kv}, {row, head}, 0);
-    Tensor* values = ops::view(g, vc, {d, n_kv, hp.n_head_kv}, {row, head}, 0);
-    Tensor* attn = ops::flash_attn_ext(g, ops::permute(g, q, 0, 2, 1, 3), keys, values, mask,
-                                       kq_scale);  // [d, n_head, n_tokens]
-    attn = ops::reshape(g, attn, {hp.n_embd_q(), n_tokens});
+    Tensor* h = layers::rms_norm(g, x, l.attn_norm, hp.norm_rms_eps);
+    Tensor* q = ops::reshape(g, ops::mul_mat(g, l.wq, h), {d, hp.n_head, n});
+    Tensor* k = ops::reshape(g, ops::mul_mat(g, l.wk, h), {d, hp.n_head_kv, n});
+    Tensor* v = ops::reshape(g, ops::mul_mat(g, l.wv, h), {d, hp.n_head_kv, n});
+    q = ops::rope(g, q, in.positions, model.rope_freqs(), rope);
+    k = ops::rope(g, k, in.positions, model.rope_freqs(), rope);
+    Tensor* attn = layers::attention(g, hp, in, il, q, k, v, kq_scale);
     x = ops::add(g, x, ops::mul_mat(g, l.wo, attn));
 
-    Tensor* f = ops::mul(g, ops::rms_norm(g, x, hp.norm_rms_eps), l.ffn_norm);
-    Tensor* ff = ops::swiglu(g, ops::mul_mat(g, l.ffn_gate, f), ops::mul_mat(g, l.ffn_up, f));
-    x = ops::add(g, x, ops::mul_mat(g, l.ffn_down, ff));
+    Tensor* f = layers::rms_norm(g, x, l.ffn_norm, hp.norm_rms_eps);
+    x = ops::add(g, x, layers::swiglu_ffn(g, f, l.ffn_gate, l.ffn_up, l.ffn_down));
   }
-  if (!all_logits && n_tokens > 1) {
-    // Only the last token's logits: project one column, not n_tokens.
-    x = ops::view(g, x, {hp.n_embd}, {}, static_cast<size_t>(n_tokens - 1) * x->nb[1]);
-  }
-  x = ops::mul(g, ops::rms_norm(g, x, hp.norm_rms_eps), model.output_norm());
-  Tensor* logits = ops::mul_mat(g, model.output(), x);
-  logits->flags |= kFlagOutput;
-  logits->name = "logits";
-  g.expand(logits);
-  return logits;
+  return layers::logits(g, model, in, x);
 }
+
+}  // namespace
+
+extern const Architecture kLlamaArchitecture{
+    .name = "llama",
+    .read_hparams = nullptr,  // llama's converter lays q/k out for adjacent-pair (normal) RoPE
+    .declare_tensors = declare_tensors,
+    .build_graph = build_graph,
+};
 
 }  // namespace tessera

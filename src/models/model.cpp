@@ -1,6 +1,6 @@
-// Loading a Llama-family GGUF: tensor descriptors checked against the
-// hyperparameters, then the bytes copied through the memory map into one
-// weights buffer per device.
+// Loading a GGUF model: the architecture declares its tensors (checked here
+// against the file), then the bytes are copied through the memory map into
+// one weights buffer per device.
 #include <algorithm>
 #include <cstring>
 
@@ -27,7 +27,10 @@ Device& cpu_device(Runtime& runtime) {
 }  // namespace
 
 Model::Model(Runtime& runtime, gguf::File file)
-    : runtime_(runtime), file_(std::move(file)), hparams_(read_llama_hparams(file_)) {}
+    : runtime_(runtime),
+      file_(std::move(file)),
+      hparams_(read_hparams(file_)),
+      arch_(&find_architecture(hparams_.architecture, file_.name())) {}
 
 Model::~Model() = default;
 
@@ -39,11 +42,20 @@ std::unique_ptr<Model> Model::load(Runtime& runtime, const std::filesystem::path
   return model;
 }
 
+Tensor* TensorLoader::layer(int64_t layer, std::string_view what,
+                            std::initializer_list<int64_t> shape, bool required) {
+  return take(fmt::format("blk.{}.{}.weight", layer, what), shape, required);
+}
+
+namespace {
+
 // A weight named `name` with exactly `shape`, described in the weights arena.
-void Model::create_tensors() {
-  const LlamaHparams& hp = hparams_;
-  auto take = [&](const std::string& name, std::initializer_list<int64_t> shape,
-                  bool required = true) -> Tensor* {
+class FileTensors final : public TensorLoader {
+ public:
+  FileTensors(const gguf::File& file, Graph& arena) : file_(file), arena_(arena) {}
+
+  Tensor* take(const std::string& name, std::initializer_list<int64_t> shape,
+               bool required) override {
     const gguf::TensorInfo* info = file_.find_tensor(name);
     if (info == nullptr) {
       if (!required) return nullptr;
@@ -61,36 +73,28 @@ void Model::create_tensors() {
       fail(ErrorCategory::kUnsupported, "[model {}] tensor '{}' has type {}, not supported yet",
            file_.name(), name, dtype_name(info->type));
     }
-    Tensor* t = weights_.new_tensor(info->type, shape, name);
+    Tensor* t = arena_.new_tensor(info->type, shape, name);
     t->flags |= kFlagWeight;
     return t;
-  };
+  }
 
+ private:
+  const gguf::File& file_;
+  Graph& arena_;
+};
+
+}  // namespace
+
+void Model::create_tensors() {
   const gguf::TensorInfo* embd = file_.find_tensor("token_embd.weight");
   if (embd != nullptr && hparams_.n_vocab == 0) hparams_.n_vocab = embd->ne[1];
   if (hparams_.n_vocab <= 0 || hparams_.n_vocab > (int64_t{1} << 24)) {
     fail(ErrorCategory::kInvalidFile, "[model {}] vocabulary size {} is out of range",
          file_.name(), hparams_.n_vocab);
   }
-  token_embd_ = take("token_embd.weight", {hp.n_embd, hp.n_vocab});
-  output_norm_ = take("output_norm.weight", {hp.n_embd});
-  output_ = take("output.weight", {hp.n_embd, hp.n_vocab}, /*required=*/false);
-  if (output_ == nullptr) output_ = token_embd_;  // tied embeddings
-  rope_freqs_ = take("rope_freqs.weight", {hp.n_rot / 2}, /*required=*/false);
-  for (int64_t i = 0; i < hp.n_layer; ++i) {
-    auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
-    LayerWeights l{};
-    l.attn_norm = take(n("attn_norm"), {hp.n_embd});
-    l.wq = take(n("attn_q"), {hp.n_embd, hp.n_embd_q()});
-    l.wk = take(n("attn_k"), {hp.n_embd, hp.n_embd_kv()});
-    l.wv = take(n("attn_v"), {hp.n_embd, hp.n_embd_kv()});
-    l.wo = take(n("attn_output"), {hp.n_embd_q(), hp.n_embd});
-    l.ffn_norm = take(n("ffn_norm"), {hp.n_embd});
-    l.ffn_gate = take(n("ffn_gate"), {hp.n_embd, hp.n_ff});
-    l.ffn_up = take(n("ffn_up"), {hp.n_embd, hp.n_ff});
-    l.ffn_down = take(n("ffn_down"), {hp.n_ff, hp.n_embd});
-    layers_.push_back(l);
-  }
+  FileTensors loader(file_, weights_);
+  arch_->declare_tensors(loader, hparams_, w_);
+  if (w_.output == nullptr) w_.output = w_.token_embd;  // tied embeddings
 }
 
 void Model::place_weights(const ModelOptions& options) {
@@ -103,18 +107,18 @@ void Model::place_weights(const ModelOptions& options) {
 
   // Which device each weight goes to: the first `on_gpu` layers on the GPU.
   std::vector<std::pair<Tensor*, Device*>> plan;
-  for (Tensor* t : {token_embd_, output_norm_, output_, rope_freqs_}) {
+  for (Tensor* t : {w_.token_embd, w_.output_norm, w_.output, w_.rope_freqs}) {
     if (t != nullptr && std::none_of(plan.begin(), plan.end(),
                                      [t](const auto& p) { return p.first == t; })) {
       plan.emplace_back(t, cpu_);
     }
   }
   for (int64_t i = 0; i < n_layer; ++i) {
-    LayerWeights& l = layers_[static_cast<size_t>(i)];
+    LayerWeights& l = w_.layers[static_cast<size_t>(i)];
     l.device = i < on_gpu ? gpu_ : cpu_;
     for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up,
                       l.ffn_down}) {
-      plan.emplace_back(t, l.device);
+      if (t != nullptr) plan.emplace_back(t, l.device);
     }
   }
 

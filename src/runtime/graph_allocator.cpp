@@ -108,7 +108,8 @@ bool can_run_in_place(const Tensor& node) {
 }
 
 GraphAllocator::Stats GraphAllocator::allocate(std::span<Tensor* const> nodes,
-                                               const TypeOf& type_of) {
+                                               const TypeOf& type_of,
+                                               std::vector<Placement>* placed) {
   Stats stats;
   std::unordered_map<const Tensor*, int> readers;  // pending reads, by memory root
   std::unordered_map<const Tensor*, Block> blocks;  // planned memory, by owner
@@ -198,23 +199,41 @@ GraphAllocator::Stats GraphAllocator::allocate(std::span<Tensor* const> nodes,
   for (auto& [type, planner] : planners) {
     auto& buffer = buffers_[type];
     if (buffer == nullptr || buffer->size() < planner.peak()) {
+      const size_t want = std::max<size_t>(
+          planner.peak(), static_cast<size_t>(static_cast<double>(planner.peak()) * growth_));
       buffer.reset();  // free the old one before asking for the larger
-      buffer = type->allocate(planner.peak());
+      buffer = type->allocate(want);
       buffer->set_usage(BufferUsage::kCompute);
+      generation_ += 1;
     }
     stats.peak = std::max(stats.peak, planner.peak());
   }
-  for (const auto& [t, b] : placements) buffers_.at(b.type)->place(*t, b.offset);
+  std::vector<Placement> local;
+  std::vector<Placement>& out = placed != nullptr ? *placed : local;
+  out.clear();
+  for (const auto& [t, b] : placements) out.push_back(Placement{t, b.type, b.offset});
   // Views read their source's memory: placed once the source is.
   for (Tensor* node : nodes) {
-    if (node->data == nullptr && node->view_src != nullptr) {
-      Tensor* src = node->view_src;
-      TESSERA_CHECK(src->buffer != nullptr, "view {} of unplaced {}", node->describe(),
-                    src->describe());
-      src->buffer->place(*node, 0);
-    }
+    if (node->data == nullptr && node->view_src != nullptr) out.push_back(Placement{node, nullptr, 0});
   }
+  place(out);
   return stats;
+}
+
+void GraphAllocator::place(std::span<const Placement> placed) {
+  for (const Placement& p : placed) {
+    if (p.type == nullptr) continue;
+    p.tensor->data = nullptr;
+    buffers_.at(p.type)->place(*p.tensor, p.offset);
+  }
+  for (const Placement& p : placed) {
+    if (p.type != nullptr) continue;
+    Tensor* src = p.tensor->view_src;
+    TESSERA_CHECK(src->buffer != nullptr, "view {} of unplaced {}", p.tensor->describe(),
+                  src->describe());
+    p.tensor->data = nullptr;
+    src->buffer->place(*p.tensor, 0);
+  }
 }
 
 Buffer* GraphAllocator::buffer(const BufferType& type) const {

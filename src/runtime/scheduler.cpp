@@ -33,7 +33,8 @@ bool debug_enabled() {
 
 }  // namespace
 
-Scheduler::Scheduler(std::vector<Device*> devices) : devices_(std::move(devices)) {
+Scheduler::Scheduler(std::vector<Device*> devices)
+    : devices_(std::move(devices)), debug_(debug_enabled()) {
   if (devices_.empty() || devices_.back()->type() != DeviceType::kCpu) {
     fail(ErrorCategory::kInvalidArgument,
          "[scheduler] found {} devices, expected a list ending with a CPU device",
@@ -167,18 +168,19 @@ void Scheduler::assign(Graph& graph) {
   }
 }
 
-void Scheduler::split(Graph& graph) {
-  splits_.clear();
+void Scheduler::split(Graph& graph, Plan& plan) {
+  std::vector<Split>& splits = plan.splits;
+  splits.clear();
   for (Tensor* node : graph.nodes()) {
     Device* d = device_of(node);
     if (is_view_op(node->op)) {
       // No work: it rides along with whatever split is open.
-      if (splits_.empty()) splits_.push_back(Split{d, {}, {}});
-      splits_.back().nodes.push_back(node);
+      if (splits.empty()) splits.push_back(Split{d, {}, {}});
+      splits.back().nodes.push_back(node);
       continue;
     }
-    if (splits_.empty() || splits_.back().device != d) splits_.push_back(Split{d, {}, {}});
-    Split& s = splits_.back();
+    if (splits.empty() || splits.back().device != d) splits.push_back(Split{d, {}, {}});
+    Split& s = splits.back();
     for (Tensor*& src : node->src) {
       if (src == nullptr || can_read(*d, *src)) continue;
       // One copy per source per split, with the source's own layout.
@@ -200,32 +202,81 @@ void Scheduler::split(Graph& graph) {
   }
 }
 
-void Scheduler::allocate(Graph& graph) {
-  graph_ = &graph;
-  assign(graph);
-  pinned_.clear();  // pins are for this graph only
-  split(graph);
-  std::vector<Tensor*> order;
-  for (const Split& s : splits_) {
-    order.insert(order.end(), s.copies.begin(), s.copies.end());
-    order.insert(order.end(), s.nodes.begin(), s.nodes.end());
-  }
-  stats_ = allocator_.allocate(order, [this](const Tensor& t) -> BufferType& {
-    return compute_type(t);
-  });
-  if (debug_enabled()) std::fputs(describe().c_str(), stderr);
-}
-
 Stream& Scheduler::stream_for(Device& d) {
   auto& s = streams_[&d];
   if (s == nullptr) s = d.make_stream();
   return *s;
 }
 
+Event& Scheduler::event_for(std::unordered_map<Device*, std::unique_ptr<Event>>& events,
+                            Device& d) {
+  auto& ev = events[&d];
+  if (ev == nullptr) ev = d.make_event();
+  return *ev;
+}
+
+// Streams, events and copy sources looked up once, so that compute(Plan&)
+// follows pointers only.
+void Scheduler::resolve(Plan& plan) {
+  for (Split& s : plan.splits) {
+    s.stream = &stream_for(*s.device);
+    s.event = s.device->caps().events ? &event_for(events_, *s.device) : nullptr;
+    s.copy_from.clear();
+    for (Tensor* copy : s.copies) s.copy_from.push_back(device_of(root_of(copy->src[0])));
+    bool any_async = false;
+    for (Device* from : s.copy_from) {
+      any_async |= from != nullptr && from != s.device && s.device->caps().async &&
+                   from->caps().async && from->caps().events;
+    }
+    s.copy_event = any_async ? &event_for(copy_events_, *s.device) : nullptr;
+  }
+  // Producers' streams exist once every split has one.
+  for (Split& s : plan.splits) {
+    s.copy_from_stream.clear();
+    for (Device* from : s.copy_from) {
+      auto it = from != nullptr ? streams_.find(from) : streams_.end();
+      s.copy_from_stream.push_back(it == streams_.end() ? nullptr : it->second.get());
+    }
+    s.prepared = s.stream->prepare(s.nodes);
+  }
+}
+
+std::unique_ptr<Scheduler::Plan> Scheduler::plan(Graph& graph) {
+  auto p = std::make_unique<Plan>();
+  p->graph = &graph;
+  assign(graph);
+  pinned_.clear();  // pins are for this graph only
+  split(graph, *p);
+  for (const Split& s : p->splits) {
+    p->order.insert(p->order.end(), s.copies.begin(), s.copies.end());
+    p->order.insert(p->order.end(), s.nodes.begin(), s.nodes.end());
+  }
+  p->stats = allocator_.allocate(
+      p->order, [this](const Tensor& t) -> BufferType& { return compute_type(t); },
+      &p->placements);
+  p->generation = allocator_.generation();
+  resolve(*p);
+  plans_made_ += 1;
+  if (debug_) std::fputs(describe(*p).c_str(), stderr);
+  return p;
+}
+
+void Scheduler::allocate(Graph& graph) { current_ = plan(graph); }
+
 void Scheduler::compute() {
-  TESSERA_CHECK(graph_ != nullptr, "compute() before allocate()");
+  TESSERA_CHECK(current_ != nullptr, "compute() before allocate()");
+  compute(*current_);
+}
+
+void Scheduler::compute(Plan& plan) {
+  if (plan.generation != allocator_.generation()) {
+    // A later plan grew the buffers: same offsets, new addresses.
+    allocator_.place(plan.placements);
+    plan.generation = allocator_.generation();
+    for (Split& s : plan.splits) s.prepared = s.stream->prepare(s.nodes);
+  }
   try {
-    compute_splits();
+    compute_splits(plan);
   } catch (...) {
     // Queued work still points into this graph: let it finish before the
     // caller unwinds and frees it.
@@ -239,59 +290,64 @@ void Scheduler::compute() {
   }
 }
 
-void Scheduler::compute_splits() {
-  for (const Split& s : splits_) {
-    Stream& stream = stream_for(*s.device);
-    std::vector<Device*> read_async;  // devices whose memory this split's stream reads
-    for (Tensor* copy : s.copies) {
+void Scheduler::compute_splits(Plan& plan) {
+  // Devices whose last split recorded its event in this run.
+  for (Split& s : plan.splits) {
+    Stream& stream = *s.stream;
+    bool read_async = false;
+    for (size_t i = 0; i < s.copies.size(); ++i) {
+      Tensor* copy = s.copies[i];
       const Tensor& src = *copy->src[0];
-      Device* from = device_of(root_of(&src));
+      Device* from = s.copy_from[i];
+      Stream* from_stream = s.copy_from_stream[i];
       // Device to device, both asynchronous with events: queue the copy
       // behind the producer's last recorded work, without the host waiting.
-      const bool async = from != nullptr && from != s.device && s.device->caps().async &&
-                         from->caps().async && from->caps().events && events_.contains(from);
-      if (async) {
-        stream.wait(*events_.at(from));
+      Event* produced = nullptr;
+      if (from != nullptr && from != s.device && s.copy_event != nullptr && from->caps().async &&
+          from->caps().events) {
+        for (const Split& earlier : plan.splits) {
+          if (&earlier == &s) break;
+          if (earlier.device == from) produced = earlier.event;
+        }
+      }
+      if (produced != nullptr) {
+        stream.wait(*produced);
         if (stream.copy_tensor_async(src, *copy)) {
-          if (std::find(read_async.begin(), read_async.end(), from) == read_async.end()) {
-            read_async.push_back(from);
-          }
+          read_async = true;
           continue;
         }
       }
-      if (from != nullptr && streams_.contains(from)) streams_.at(from)->synchronize();
+      if (from_stream != nullptr) from_stream->synchronize();
       stream.synchronize();
       copy_tensor(src, *copy);
     }
     // The producers must not reuse the memory these copies read before they ran.
-    if (!read_async.empty()) {
-      auto& ev = copy_events_[s.device];
-      if (ev == nullptr) ev = s.device->make_event();
-      stream.record(*ev);
-      for (Device* from : read_async) stream_for(*from).wait(*ev);
+    if (read_async) {
+      stream.record(*s.copy_event);
+      for (size_t i = 0; i < s.copies.size(); ++i) {
+        if (s.copy_from_stream[i] != nullptr && s.copy_from[i] != s.device) {
+          s.copy_from_stream[i]->wait(*s.copy_event);
+        }
+      }
     }
-    stream.compute(s.nodes);
-    if (s.device->caps().events) {
-      auto& ev = events_[s.device];
-      if (ev == nullptr) ev = s.device->make_event();
-      stream.record(*ev);
+    if (s.prepared != nullptr) {
+      stream.compute(*s.prepared, s.nodes);
+    } else {
+      stream.compute(s.nodes);
     }
+    if (s.event != nullptr) stream.record(*s.event);
   }
-  for (auto& [device, stream] : streams_) stream->synchronize();
+  for (const Split& s : plan.splits) s.stream->synchronize();
 }
 
-void Scheduler::run(Graph& graph) {
-  allocate(graph);
-  compute();
-}
-
-std::string Scheduler::describe() const {
+std::string Scheduler::describe(const Plan& plan) const {
+  const GraphAllocator::Stats& stats = plan.stats;
   std::string out = fmt::format("scheduler: {} splits, compute peak {} bytes ({} tensors, {} in "
                                 "place, {} bytes without reuse)\n",
-                                splits_.size(), stats_.peak, stats_.tensors, stats_.in_place,
-                                stats_.naive);
-  for (size_t i = 0; i < splits_.size(); ++i) {
-    const Split& s = splits_[i];
+                                plan.splits.size(), stats.peak, stats.tensors, stats.in_place,
+                                stats.naive);
+  for (size_t i = 0; i < plan.splits.size(); ++i) {
+    const Split& s = plan.splits[i];
     std::string ops;
     for (const Tensor* n : s.nodes) {
       if (is_view_op(n->op)) continue;

@@ -14,7 +14,7 @@ namespace tessera::testing {
 
 class LlamaReference {
  public:
-  explicit LlamaReference(const gguf::File& file) : hp_(read_llama_hparams(file)) {
+  explicit LlamaReference(const gguf::File& file) : hp_(read_hparams(file)) {
     auto load = [&](const std::string& name) {
       const gguf::TensorInfo* t = file.find_tensor(name);
       std::vector<float> out(static_cast<size_t>(t->n_elements()));
@@ -81,7 +81,7 @@ class LlamaReference {
     return matvec(out_, norm(x, out_norm_), hp_.n_vocab);
   }
 
-  const LlamaHparams& hparams() const { return hp_; }
+  const Hparams& hparams() const { return hp_; }
 
  private:
   struct Layer {
@@ -128,7 +128,7 @@ class LlamaReference {
     }
   }
 
-  LlamaHparams hp_;
+  Hparams hp_;
   std::vector<double> embd_, out_norm_, out_;
   std::vector<Layer> layers_;
   std::vector<std::vector<std::vector<double>>> k_cache_, v_cache_;

@@ -44,7 +44,7 @@ class LlamaTest : public ::testing::Test {
 };
 
 TEST_F(LlamaTest, HyperparametersFollowLlamaCppDefaults) {
-  const LlamaHparams& hp = model_->hparams();
+  const Hparams& hp = model_->hparams();
   EXPECT_EQ(hp.n_vocab, 512);
   EXPECT_EQ(hp.n_embd, 64);
   EXPECT_EQ(hp.n_layer, 5);

@@ -30,6 +30,8 @@ struct RunFlags {
   bool no_display_prompt = false;
   bool ignore_eos = false;
   int64_t seed = -1;
+  int n_parallel = 1;
+  CacheTypeFlags cache_types;
   SamplerParams sampling;
 };
 
@@ -55,29 +57,53 @@ struct InterruptScope {
   ~InterruptScope() { std::signal(SIGINT, previous); }
 };
 
-int run(const RunFlags& f) {
-  const InterruptScope interrupt;
-  std::string prompt = f.prompt;
-  if (!f.file.empty()) prompt = read_file(f.file);
-  LoadedModel lm = load_model(f.model);
-  const Tokenizer& tok = lm.tokenizer;
-  std::vector<TokenId> tokens = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
-  if (tokens.empty()) fail(ErrorCategory::kInvalidArgument, "[-p] the prompt is empty");
+struct Prepared {
+  std::vector<TokenId> tokens;
+  SamplerParams sampling;
+};
 
-  Session session(*lm.model, {.n_ctx = f.n_ctx, .n_batch = f.n_batch});
-  if (static_cast<int64_t>(tokens.size()) >= session.n_ctx()) {
+Prepared prepare(const RunFlags& f, const Tokenizer& tok, const std::string& prompt,
+                 int64_t n_ctx) {
+  Prepared p;
+  p.tokens = tok.tokenize(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (p.tokens.empty()) fail(ErrorCategory::kInvalidArgument, "[-p] the prompt is empty");
+  if (static_cast<int64_t>(p.tokens.size()) >= n_ctx) {
     fail(ErrorCategory::kInvalidArgument, "[{}] the prompt has {} tokens, the context {} (-c)",
-         f.file.empty() ? "-p" : "-f " + f.file, tokens.size(), session.n_ctx());
+         f.file.empty() ? "-p" : "-f " + f.file, p.tokens.size(), n_ctx);
   }
-  SamplerParams sp = f.sampling;
-  sp.seed = f.seed < 0 ? 0xFFFFFFFF : static_cast<uint32_t>(f.seed);
+  p.sampling = f.sampling;
+  p.sampling.seed = f.seed < 0 ? 0xFFFFFFFF : static_cast<uint32_t>(f.seed);
   if (f.ignore_eos) {
     for (TokenId id = 0; id < static_cast<TokenId>(tok.n_vocab()); ++id) {
-      if (tok.is_eog(id)) sp.banned.push_back(id);
+      if (tok.is_eog(id)) p.sampling.banned.push_back(id);
     }
   }
-  Sampler sampler(sp, session.n_ctx());
-  for (TokenId t : tokens) sampler.accept(t);
+  return p;
+}
+
+ContextOptions context_options(const RunFlags& f) {
+  return {.n_ctx = f.n_ctx,
+          .n_batch = f.n_batch,
+          .type_k = cache_type("--cache-type-k", f.cache_types.k),
+          .type_v = cache_type("--cache-type-v", f.cache_types.v)};
+}
+
+void print_timings(const LoadedModel& lm, int64_t n_prompt, double prompt_ms, int64_t generated,
+                   double gen_ms, const std::string& seeds) {
+  fmt::print(stderr, "\n{:<10} {:.2f} ms\n", "load", lm.load_ms);
+  print_rate("prompt", n_prompt, prompt_ms);
+  print_rate("generated", generated, gen_ms);
+  fmt::print(stderr, "{:<10} {}\n", "seed", seeds);
+  if (g_interrupted) fmt::print(stderr, "interrupted\n");
+}
+
+// One sequence, streamed to stdout as it is generated.
+int run_one(const RunFlags& f, const LoadedModel& lm, const std::string& prompt) {
+  const Tokenizer& tok = lm.tokenizer;
+  Session session(*lm.model, context_options(f));
+  Prepared p = prepare(f, tok, prompt, session.n_ctx());
+  Sampler sampler(p.sampling, session.n_ctx());
+  for (TokenId t : p.tokens) sampler.accept(t);
 
   if (!f.no_display_prompt) {
     fmt::print("{}", prompt);
@@ -85,7 +111,7 @@ int run(const RunFlags& f) {
   }
 
   auto t0 = std::chrono::steady_clock::now();
-  std::span<const float> logits = session.decode(tokens);
+  std::span<const float> logits = session.decode(p.tokens);
   const double prompt_ms = ms_since(t0);
 
   int64_t generated = 0;
@@ -104,13 +130,94 @@ int run(const RunFlags& f) {
   const double gen_ms = ms_since(t0);
   fmt::print("\n");
   std::fflush(stdout);
-
-  fmt::print(stderr, "\n{:<10} {:.2f} ms\n", "load", lm.load_ms);
-  print_rate("prompt", static_cast<int64_t>(tokens.size()), prompt_ms);
-  print_rate("generated", generated, gen_ms);
-  fmt::print(stderr, "{:<10} {}\n", "seed", sampler.seed());
-  if (g_interrupted) fmt::print(stderr, "interrupted\n");
+  print_timings(lm, static_cast<int64_t>(p.tokens.size()), prompt_ms, generated, gen_ms,
+                std::to_string(sampler.seed()));
   return g_interrupted ? 130 : 0;
+}
+
+// -np N: the prompt decoded once for sequence 0 and shared with the others
+// (seq_cp), then one batch per step holding the next token of every
+// sequence still going. Each sequence samples with its own seed (seed + i);
+// the texts are printed at the end, each under its label.
+int run_parallel(const RunFlags& f, const LoadedModel& lm, const std::string& prompt) {
+  const Tokenizer& tok = lm.tokenizer;
+  const int n_seq = f.n_parallel;
+  Context ctx(*lm.model, context_options(f));
+  Prepared p = prepare(f, tok, prompt, ctx.n_ctx());
+  const auto n_prompt = static_cast<int32_t>(p.tokens.size());
+
+  struct Seq {
+    std::unique_ptr<Sampler> sampler;
+    std::string text;
+    int32_t pos = 0;
+    size_t batch_index = 0;
+    bool done = false;
+  };
+  std::vector<Seq> seqs(static_cast<size_t>(n_seq));
+  for (int s = 0; s < n_seq; ++s) {
+    SamplerParams sp = p.sampling;
+    if (f.seed >= 0) sp.seed = static_cast<uint32_t>(f.seed + s);
+    seqs[static_cast<size_t>(s)].sampler = std::make_unique<Sampler>(sp, ctx.n_ctx());
+    for (TokenId t : p.tokens) seqs[static_cast<size_t>(s)].sampler->accept(t);
+    seqs[static_cast<size_t>(s)].pos = n_prompt;
+  }
+
+  Batch batch;
+  batch.add_sequence(p.tokens, 0, 0);
+  auto t0 = std::chrono::steady_clock::now();
+  ctx.decode(batch);
+  const double prompt_ms = ms_since(t0);
+  for (int s = 1; s < n_seq; ++s) ctx.cache().seq_cp(0, s, 0, -1);
+  for (Seq& s : seqs) s.batch_index = batch.size() - 1;
+
+  int64_t generated = 0;
+  bool full = false;
+  t0 = std::chrono::steady_clock::now();
+  for (int step = 0; !g_interrupted && (f.n_predict < 0 || step < f.n_predict); ++step) {
+    Batch next;
+    for (int s = 0; s < n_seq; ++s) {
+      Seq& q = seqs[static_cast<size_t>(s)];
+      if (q.done) continue;
+      const TokenId t = q.sampler->sample(ctx.logits(q.batch_index));
+      if (tok.is_eog(t)) {
+        q.done = true;
+        continue;
+      }
+      q.sampler->accept(t);
+      q.text += tok.token_to_piece(t, /*render_special=*/false);
+      generated += 1;
+      q.batch_index = next.size();
+      next.add(t, q.pos++, {s}, true);
+    }
+    if (next.empty()) break;
+    if (ctx.cache().size() - ctx.cache().used() < static_cast<int64_t>(next.size())) {
+      full = true;
+      break;
+    }
+    ctx.decode(next);
+    batch = std::move(next);
+  }
+  const double gen_ms = ms_since(t0);
+  for (int s = 0; s < n_seq; ++s) {
+    fmt::print("[sequence {}]\n{}{}\n\n", s, f.no_display_prompt ? "" : prompt,
+               seqs[static_cast<size_t>(s)].text);
+  }
+  std::fflush(stdout);
+  if (full) fmt::print(stderr, "context full ({} cells, -c): generation stopped\n", ctx.n_ctx());
+  std::string seeds;
+  for (int s = 0; s < n_seq; ++s) {
+    seeds += fmt::format("{}{}", s ? ", " : "", seqs[static_cast<size_t>(s)].sampler->seed());
+  }
+  print_timings(lm, n_prompt, prompt_ms, generated, gen_ms, seeds);
+  return g_interrupted ? 130 : 0;
+}
+
+int run(const RunFlags& f) {
+  const InterruptScope interrupt;
+  std::string prompt = f.prompt;
+  if (!f.file.empty()) prompt = read_file(f.file);
+  LoadedModel lm = load_model(f.model);
+  return f.n_parallel == 1 ? run_one(f, lm, prompt) : run_parallel(f, lm, prompt);
 }
 
 }  // namespace
@@ -129,6 +236,11 @@ Runner add_run(CLI::App& app) {
   cmd->add_option("-b,--batch-size", f->n_batch, "Prompt tokens per forward pass")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_flag("--no-display-prompt", f->no_display_prompt, "Print only the generated text");
+  cmd->add_option("--parallel", f->n_parallel,
+                  "Sequences generated together from the prompt (each with seed + i)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, kMaxSequences));
+  add_cache_type_flags(*cmd, f->cache_types);
   SamplerParams& s = f->sampling;
   cmd->add_option("--temp", s.temp, "Temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--top-k", s.top_k, "Top-k (0: off)")->capture_default_str();

@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 
 #include <fmt/format.h>
@@ -18,6 +20,50 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
   cmd.add_option("--device", flags.device, "Device for offloaded layers, e.g. CUDA0");
 }
 
+namespace {
+
+std::string device_names(Runtime& runtime) {
+  std::string out;
+  for (Device* d : runtime.devices()) out += fmt::format("{}{}", out.empty() ? "" : ", ", d->name());
+  return out;
+}
+
+bool has_device(Runtime& runtime, const std::string& name) {
+  for (Device* d : runtime.devices()) {
+    if (d->name().size() == name.size() &&
+        std::equal(name.begin(), name.end(), d->name().begin(),
+                   [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
+      return true;
+    }
+  }
+  return false;
+}
+
+constexpr std::string_view kCacheTypes[] = {"f16", "f32", "bf16", "q8_0", "q4_0",
+                                            "q4_1", "q5_0", "q5_1"};
+
+}  // namespace
+
+void add_cache_type_flags(CLI::App& cmd, CacheTypeFlags& flags) {
+  cmd.add_option("--cache-type-k", flags.k, "(-ctk) KV cache type for keys: f16, f32, bf16, q8_0, "
+                 "q4_0, q4_1, q5_0, q5_1 (quantized: the head size must be a multiple of 32)")
+      ->capture_default_str();
+  cmd.add_option("--cache-type-v", flags.v, "(-ctv) KV cache type for values (as -ctk)")
+      ->capture_default_str();
+}
+
+DType cache_type(const std::string& flag, const std::string& value) {
+  for (std::string_view name : kCacheTypes) {
+    if (value == name) {
+      if (auto t = dtype_from_name(name)) return *t;
+    }
+  }
+  std::string known;
+  for (std::string_view name : kCacheTypes) known += fmt::format("{}{}", known.empty() ? "" : ", ", name);
+  fail(ErrorCategory::kInvalidArgument, "[{} {}] unknown cache type, expected one of {}", flag,
+       value, known);
+}
+
 LoadedModel load_model(const ModelFlags& flags) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Runtime> runtime = make_runtime();
@@ -30,6 +76,17 @@ LoadedModel load_model(const ModelFlags& flags) {
       fail(ErrorCategory::kUnsupported, "[-t] this build's CPU backend cannot set threads");
     }
     set(cpu->device(0), flags.threads);
+  }
+  if (!flags.device.empty() && !has_device(*runtime, flags.device)) {
+    std::string upper = flags.device;
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (upper.starts_with("CUDA")) {
+      fail(ErrorCategory::kUnsupported,
+           "[--device {}] this build has no CUDA backend (planned); devices here: {}",
+           flags.device, device_names(*runtime));
+    }
+    fail(ErrorCategory::kInvalidArgument, "[--device {}] no such device; devices here: {}",
+         flags.device, device_names(*runtime));
   }
   ModelOptions options;
   options.gpu_layers = flags.gpu_layers;

@@ -33,6 +33,15 @@ struct LoadedModel {
 
 LoadedModel load_model(const ModelFlags& flags);
 
+// --cache-type-k/-ctk and --cache-type-v/-ctv, as llama.cpp spells them:
+// f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1.
+struct CacheTypeFlags {
+  std::string k = "f16";
+  std::string v = "f16";
+};
+void add_cache_type_flags(CLI::App& cmd, CacheTypeFlags& flags);
+DType cache_type(const std::string& flag, const std::string& value);
+
 // Milliseconds since `start`.
 inline double ms_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)

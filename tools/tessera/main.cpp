@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -10,7 +11,31 @@
 #include "commands.h"
 #include "tessera/error.h"
 
+namespace {
+
+// llama.cpp's short flags of more than one letter, which CLI11 cannot name:
+// rewritten to their long forms before parsing.
+constexpr std::pair<std::string_view, std::string_view> kLlamaShortFlags[] = {
+    {"-np", "--parallel"},
+    {"-ctk", "--cache-type-k"},
+    {"-ctv", "--cache-type-v"},
+    {"-ngl", "--n-gpu-layers"},
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (std::string& a : args) {
+    for (const auto& [short_form, long_form] : kLlamaShortFlags) {
+      if (a == short_form) a = long_form;
+    }
+  }
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
+  argc = static_cast<int>(arg_ptrs.size());
+  argv = arg_ptrs.data();
+
   CLI::App app{"tessera: run quantized language models (GGUF) on CPUs and accelerators"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tessera 0.1.0");

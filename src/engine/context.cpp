@@ -1,0 +1,249 @@
+// Context: batches over the shared KV cache with one plan per graph shape.
+//
+// A pass of n tokens becomes a graph of bucket(n) tokens (the rest padding:
+// token 0 at position 0, written to the cache's spare row, seeing every row
+// so that it stays finite), reading the first round_up(used cells, 256) rows
+// of the cache, with logits for bucket(wanted) rows. Plans are kept per
+// (tokens, rows, logits) shape, least recently used dropped past kMaxPlans.
+#include <algorithm>
+#include <cstring>
+
+#include "models/layers.h"
+#include "tessera/engine.h"
+#include "tessera/error.h"
+
+namespace tessera {
+namespace {
+
+constexpr int64_t kDefaultMaxContext = 4096;
+constexpr int64_t kKvBucket = 256;
+constexpr size_t kMaxPlans = 16;
+constexpr double kBufferGrowth = 1.25;
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// Token (and logits) counts: exact up to 8, then multiples of 8.
+int64_t token_bucket(int64_t n) { return n <= 8 ? n : round_up(n, 8); }
+
+std::vector<Device*> layer_devices(const Model& model) {
+  std::vector<Device*> out;
+  for (const LayerWeights& l : model.layers()) out.push_back(l.device);
+  return out;
+}
+
+}  // namespace
+
+struct Context::Plan {
+  int64_t n_tokens = 0, n_kv = 0, n_out = 0;
+  uint64_t last_used = 0;
+  Graph graph;
+  GraphInputs in;
+  Tensor* logits = nullptr;
+  std::unique_ptr<Scheduler::Plan> sched;
+};
+
+Context::Context(const Model& model, const ContextOptions& options)
+    : model_(model), n_batch_(options.n_batch) {
+  const Hparams& hp = model.hparams();
+  int64_t n_ctx = options.n_ctx;
+  if (n_ctx == 0) n_ctx = std::min(hp.n_ctx_train, kDefaultMaxContext);
+  if (n_ctx < 1 || n_ctx > (int64_t{1} << 24)) {
+    fail(ErrorCategory::kInvalidArgument, "[context] context size {}, expected 1 to {}", n_ctx,
+         int64_t{1} << 24);
+  }
+  if (n_batch_ < 1) {
+    fail(ErrorCategory::kInvalidArgument, "[context] batch size {}, expected >= 1", n_batch_);
+  }
+  const std::vector<Device*> devices = layer_devices(model);
+  cache_ = std::make_unique<KvCache>(
+      KvCacheOptions{.n_ctx = n_ctx, .type_k = options.type_k, .type_v = options.type_v},
+      hp.n_embd_kv(), hp.head_dim, devices);
+  scheduler_ = std::make_unique<Scheduler>(model.devices());
+  scheduler_->set_growth(kBufferGrowth);
+}
+
+Context::~Context() = default;
+
+std::string Context::describe_plan() const {
+  return last_plan_ == nullptr ? std::string() : scheduler_->describe(*last_plan_->sched);
+}
+
+std::span<const float> Context::logits(size_t i) const {
+  if (i >= logit_row_.size() || logit_row_[i] < 0) {
+    fail(ErrorCategory::kInvalidArgument, "[context] token {} of the last batch has no logits", i);
+  }
+  const auto nv = static_cast<size_t>(n_vocab());
+  return std::span<const float>(logits_).subspan(static_cast<size_t>(logit_row_[i]) * nv, nv);
+}
+
+Context::Plan& Context::plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) {
+  clock_ += 1;
+  for (auto& p : plans_) {
+    if (p->n_tokens == n_tokens && p->n_kv == n_kv && p->n_out == n_out) {
+      p->last_used = clock_;
+      return *p;
+    }
+  }
+  if (plans_.size() >= kMaxPlans) {
+    auto oldest = std::min_element(plans_.begin(), plans_.end(), [](auto& a, auto& b) {
+      return a->last_used < b->last_used;
+    });
+    plans_.erase(oldest);
+  }
+  auto p = std::make_unique<Plan>();
+  p->n_tokens = n_tokens;
+  p->n_kv = n_kv;
+  p->n_out = n_out;
+  p->last_used = clock_;
+  Graph& g = p->graph;
+  GraphInputs& in = p->in;
+  in.n_tokens = n_tokens;
+  in.n_kv = n_kv;
+  in.n_out = n_out;
+  in.tokens = g.new_tensor(DType::kI32, {n_tokens}, "tokens");
+  in.positions = g.new_tensor(DType::kI32, {n_tokens}, "positions");
+  in.kv_idx = g.new_tensor(DType::kI64, {n_tokens}, "kv_idx");
+  in.mask = g.new_tensor(DType::kF32, {n_kv, n_tokens}, "mask");
+  in.out_ids = g.new_tensor(DType::kI32, {n_out}, "out_ids");
+  for (Tensor* t : {in.tokens, in.positions, in.kv_idx, in.mask, in.out_ids}) t->flags |= kFlagInput;
+  in.cache_k = cache_->k();
+  in.cache_v = cache_->v();
+  p->logits = model_.build_graph(g, in);
+  p->sched = scheduler_->plan(g);
+  plans_.push_back(std::move(p));
+  return *plans_.back();
+}
+
+void Context::decode(const Batch& batch) {
+  const size_t n = batch.size();
+  if (n == 0) fail(ErrorCategory::kInvalidArgument, "[context] decode of an empty batch");
+  TESSERA_CHECK(batch.pos.size() == n && batch.seqs.size() == n && batch.want_logits.size() == n,
+                "batch columns differ in length");
+  const int64_t nv = n_vocab();
+  size_t n_logits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (batch.token[i] < 0 || batch.token[i] >= nv) {
+      fail(ErrorCategory::kInvalidArgument, "[context] token id {} at {}, expected 0 to {}",
+           batch.token[i], i, nv - 1);
+    }
+    if (batch.seqs[i] == 0) {
+      fail(ErrorCategory::kInvalidArgument, "[context] token {} belongs to no sequence", i);
+    }
+    if (batch.pos[i] < 0) {
+      fail(ErrorCategory::kInvalidArgument, "[context] token {} at position {}, expected >= 0", i,
+           batch.pos[i]);
+    }
+    n_logits += batch.want_logits[i] != 0 ? 1 : 0;
+  }
+  logits_.resize(n_logits * static_cast<size_t>(nv));
+  logit_row_.assign(n, -1);
+  int32_t row = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (batch.want_logits[i] != 0) logit_row_[i] = row++;
+  }
+
+  // On failure, forget every cell this call claimed.
+  cells_.clear();
+  try {
+    if (cache_->has_shift()) apply_shift();
+    size_t out_row = 0;
+    for (size_t begin = 0; begin < n; begin += static_cast<size_t>(n_batch_)) {
+      const size_t end = std::min(n, begin + static_cast<size_t>(n_batch_));
+      run_pass(batch, begin, end, out_row);
+      for (size_t i = begin; i < end; ++i) out_row += batch.want_logits[i] != 0 ? 1 : 0;
+    }
+  } catch (...) {
+    cache_->release(cells_);
+    logit_row_.assign(n, -1);
+    throw;
+  }
+}
+
+void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row) {
+  const auto n = static_cast<int64_t>(end - begin);
+  const size_t first = cells_.size();
+  cells_.resize(first + static_cast<size_t>(n));
+  try {
+    cache_->find_slot(batch, begin, end, std::span(cells_).subspan(first));
+  } catch (...) {
+    cells_.resize(first);
+    throw;
+  }
+  int64_t n_out = 0;
+  for (size_t i = begin; i < end; ++i) n_out += batch.want_logits[i] != 0 ? 1 : 0;
+
+  const int64_t n_tokens = token_bucket(n);
+  const int64_t n_kv = std::min(round_up(std::max<int64_t>(cache_->used_end(), 1), kKvBucket),
+                                cache_->rows());
+  Plan& plan = plan_for(n_tokens, n_kv, std::max<int64_t>(token_bucket(n_out), 1));
+  last_plan_ = &plan;
+  const GraphInputs& in = plan.in;
+  auto set = [](Tensor* t, const void* data) {
+    if (t->buffer != nullptr) t->buffer->set_tensor(*t, data);
+  };
+
+  i32_.resize(static_cast<size_t>(std::max(n_tokens, in.n_out)));
+  std::fill(i32_.begin(), i32_.end(), 0);
+  std::copy(batch.token.begin() + begin, batch.token.begin() + end, i32_.begin());
+  set(in.tokens, i32_.data());
+  std::copy(batch.pos.begin() + begin, batch.pos.begin() + end, i32_.begin());
+  set(in.positions, i32_.data());
+  i64_.assign(static_cast<size_t>(n_tokens), cache_->trash_row());
+  std::copy(cells_.begin() + first, cells_.end(), i64_.begin());
+  set(in.kv_idx, i64_.data());
+  mask_.resize(static_cast<size_t>(n_kv * n_tokens));
+  cache_->build_mask(batch, begin, end, n_kv, n_tokens, mask_.data());
+  set(in.mask, mask_.data());
+  std::fill(i32_.begin(), i32_.end(), 0);
+  int32_t k = 0;
+  for (size_t i = begin; i < end; ++i) {
+    if (batch.want_logits[i] != 0) i32_[static_cast<size_t>(k++)] = static_cast<int32_t>(i - begin);
+  }
+  set(in.out_ids, i32_.data());
+
+  scheduler_->compute(*plan.sched);
+  if (n_out > 0) {
+    const size_t bytes = static_cast<size_t>(n_out * n_vocab()) * sizeof(float);
+    plan.logits->buffer->get_tensor(*plan.logits, logits_.data() + out_row * n_vocab(), 0, bytes);
+  }
+}
+
+// Keys whose positions moved get rotated by the difference, once, before the
+// next pass: a graph of its own, not kept.
+void Context::apply_shift() {
+  Graph g;
+  Tensor* shift = g.new_tensor(DType::kI32, {cache_->rows()}, "k_shift");
+  shift->flags |= kFlagInput;
+  layers::k_shift(g, model_, cache_->k(), shift);
+  auto plan = scheduler_->plan(g);
+  i32_.resize(static_cast<size_t>(cache_->rows()));
+  cache_->take_shift(i32_);
+  shift->buffer->set_tensor(*shift, i32_.data());
+  scheduler_->compute(*plan);
+}
+
+// ---- Session: sequence 0 of a context -------------------------------------------
+
+Session::Session(const Model& model, const SessionOptions& options) : context_(model, options) {}
+
+void Session::reset() {
+  context_.cache().clear();
+  n_past_ = 0;
+}
+
+std::span<const float> Session::decode(std::span<const int32_t> tokens, bool all_logits) {
+  const auto n = static_cast<int64_t>(tokens.size());
+  if (n == 0) fail(ErrorCategory::kInvalidArgument, "[session] decode of no tokens");
+  if (n_past_ + n > n_ctx()) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[session] context full: {} tokens in the cache plus {} new exceed the context size {}",
+         n_past_, n, n_ctx());
+  }
+  batch_.clear();
+  batch_.add_sequence(tokens, static_cast<int32_t>(n_past_), 0, all_logits);
+  context_.decode(batch_);
+  n_past_ += n;
+  return context_.all_logits();
+}
+
+}  // namespace tessera

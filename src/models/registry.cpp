@@ -1,0 +1,36 @@
+// The architectures this build knows, keyed on general.architecture. Each is
+// defined in its own file (src/models/<name>.cpp) and listed here once.
+#include <array>
+
+#include "tessera/error.h"
+#include "tessera/model.h"
+
+namespace tessera {
+
+extern const Architecture kLlamaArchitecture;
+
+namespace {
+
+constexpr std::array kArchitectures = {&kLlamaArchitecture};
+
+}  // namespace
+
+const Architecture& find_architecture(std::string_view name, std::string_view file) {
+  for (const Architecture* a : kArchitectures) {
+    if (a->name == name) return *a;
+  }
+  std::string known;
+  for (const Architecture* a : kArchitectures) {
+    known += fmt::format("{}{}", known.empty() ? "" : ", ", a->name);
+  }
+  fail(ErrorCategory::kUnsupported, "[model {}] architecture '{}' is not supported; known: {}",
+       file, name, known);
+}
+
+std::vector<std::string_view> architecture_names() {
+  std::vector<std::string_view> out;
+  for (const Architecture* a : kArchitectures) out.push_back(a->name);
+  return out;
+}
+
+}  // namespace tessera
