@@ -6,16 +6,33 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
-#include <functional>
+#include <type_traits>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 namespace tessera::cpu {
 
+// A callable's address and a trampoline: what run() needs of a job, without
+// std::function's heap allocation for lambdas that capture a few references
+// (run() is called once per op, so once per op per token). The callable must
+// outlive the call.
+class JobRef {
+ public:
+  template <class F>
+    requires(!std::is_same_v<std::remove_cvref_t<F>, JobRef>)
+  JobRef(const F& f)  // NOLINT(google-explicit-constructor): a view, like std::function_ref
+      : obj_(&f), call_([](const void* o, int ith, int nth) { (*static_cast<const F*>(o))(ith, nth); }) {}
+  void operator()(int ith, int nth) const { call_(obj_, ith, nth); }
+
+ private:
+  const void* obj_;
+  void (*call_)(const void*, int, int);
+};
+
 class ThreadPool {
  public:
-  using Job = std::function<void(int ith, int nth)>;
+  using Job = JobRef;
 
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
