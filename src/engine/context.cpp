@@ -6,6 +6,7 @@
 // of the cache, with logits for bucket(wanted) rows. Plans are kept per
 // (tokens, rows, logits) shape, least recently used dropped past kMaxPlans.
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "models/layers.h"
@@ -159,7 +160,14 @@ void Context::decode(const Batch& batch) {
   }
 }
 
+namespace {
+double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+}  // namespace
+
 void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row) {
+  const auto t0 = std::chrono::steady_clock::now();
   const auto n = static_cast<int64_t>(end - begin);
   const size_t first = cells_.size();
   cells_.resize(first + static_cast<size_t>(n));
@@ -201,11 +209,17 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
   }
   set(in.out_ids, i32_.data());
 
+  const auto t1 = std::chrono::steady_clock::now();
   scheduler_->compute(*plan.sched);
+  const auto t2 = std::chrono::steady_clock::now();
   if (n_out > 0) {
     const size_t bytes = static_cast<size_t>(n_out * n_vocab()) * sizeof(float);
     plan.logits->buffer->get_tensor(*plan.logits, logits_.data() + out_row * n_vocab(), 0, bytes);
   }
+  const auto t3 = std::chrono::steady_clock::now();
+  timings_.passes += 1;
+  timings_.compute_us += us_between(t1, t2);
+  timings_.host_us += us_between(t0, t1) + us_between(t2, t3);
 }
 
 // Keys whose positions moved get rotated by the difference, once, before the

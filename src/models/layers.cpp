@@ -66,7 +66,8 @@ void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Ten
   const Hparams& hp = model.hparams();
   const ops::RopeParams rope = rope_params(hp);
   const int64_t d = hp.head_dim;
-  for (Tensor* kc : cache_k) {
+  for (size_t il = 0; il < cache_k.size(); ++il) {
+    Tensor* kc = cache_k[il];
     const int64_t rows = kc->ne[1];
     const size_t head = *row_bytes(kc->type, d);
     // [d, n_head_kv, rows]: RoPE's (head dim, heads, tokens) over the cache.
@@ -76,7 +77,7 @@ void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Ten
       // RoPE reads f32 or f16: others round-trip through f32.
       in = ops::cpy(g, keys, g.new_tensor(DType::kF32, {d, hp.n_head_kv, rows}));
     }
-    Tensor* rotated = ops::rope(g, in, shift, model.rope_freqs(), rope);
+    Tensor* rotated = ops::rope(g, in, shift, model.layers()[il].rope_freqs, rope);
     g.expand(ops::cpy(g, rotated, keys));
   }
 }

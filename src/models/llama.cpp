@@ -42,8 +42,8 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
     Tensor* q = ops::reshape(g, ops::mul_mat(g, l.wq, h), {d, hp.n_head, n});
     Tensor* k = ops::reshape(g, ops::mul_mat(g, l.wk, h), {d, hp.n_head_kv, n});
     Tensor* v = ops::reshape(g, ops::mul_mat(g, l.wv, h), {d, hp.n_head_kv, n});
-    q = ops::rope(g, q, in.positions, model.rope_freqs(), rope);
-    k = ops::rope(g, k, in.positions, model.rope_freqs(), rope);
+    q = ops::rope(g, q, in.positions, l.rope_freqs, rope);
+    k = ops::rope(g, k, in.positions, l.rope_freqs, rope);
     Tensor* attn = layers::attention(g, hp, in, il, q, k, v, kq_scale);
     x = ops::add(g, x, ops::mul_mat(g, l.wo, attn));
 

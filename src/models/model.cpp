@@ -10,13 +10,6 @@
 namespace tessera {
 namespace {
 
-Device* best_gpu(Runtime& runtime) {
-  for (Device* d : runtime.devices()) {
-    if (d->type() == DeviceType::kGpu) return d;
-  }
-  return nullptr;
-}
-
 Device& cpu_device(Runtime& runtime) {
   for (Device* d : runtime.devices()) {
     if (d->type() == DeviceType::kCpu) return *d;
@@ -99,44 +92,67 @@ void Model::create_tensors() {
 
 void Model::place_weights(const ModelOptions& options) {
   cpu_ = &cpu_device(runtime_);
-  gpu_ = options.device.empty() ? best_gpu(runtime_) : &runtime_.device(options.device);
-  if (gpu_ == cpu_) gpu_ = nullptr;
   const int64_t n_layer = hparams_.n_layer;
-  int64_t on_gpu = gpu_ == nullptr ? 0 : (options.gpu_layers < 0 ? n_layer : options.gpu_layers);
-  on_gpu = std::min(on_gpu, n_layer);
+  if (!options.layer_devices.empty() && static_cast<int64_t>(options.layer_devices.size()) != n_layer) {
+    fail(ErrorCategory::kInvalidArgument, "[model {}] placement for {} layers, the model has {}",
+         file_.name(), options.layer_devices.size(), n_layer);
+  }
+  output_device_ = options.output_device != nullptr ? options.output_device : cpu_;
 
-  // Which device each weight goes to: the first `on_gpu` layers on the GPU.
+  // Which device each weight goes to.
   std::vector<std::pair<Tensor*, Device*>> plan;
-  for (Tensor* t : {w_.token_embd, w_.output_norm, w_.output, w_.rope_freqs}) {
+  auto add = [&](Tensor* t, Device* d) {
     if (t != nullptr && std::none_of(plan.begin(), plan.end(),
                                      [t](const auto& p) { return p.first == t; })) {
-      plan.emplace_back(t, cpu_);
+      plan.emplace_back(t, d);
     }
-  }
+  };
+  add(w_.token_embd, cpu_);
+  add(w_.rope_freqs, cpu_);
+  add(w_.output_norm, output_device_);
+  add(w_.output, w_.output == w_.token_embd ? cpu_ : output_device_);
+  std::vector<std::pair<Device*, Tensor*>> rope_copies;  // rope_freqs per other device
   for (int64_t i = 0; i < n_layer; ++i) {
     LayerWeights& l = w_.layers[static_cast<size_t>(i)];
-    l.device = i < on_gpu ? gpu_ : cpu_;
+    l.device = options.layer_devices.empty() ? cpu_ : options.layer_devices[static_cast<size_t>(i)];
     for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up,
                       l.ffn_down}) {
       if (t != nullptr) plan.emplace_back(t, l.device);
     }
+    // RoPE reads rope_freqs next to the layer's attention, not across devices.
+    l.rope_freqs = w_.rope_freqs;
+    if (w_.rope_freqs != nullptr && l.device != cpu_) {
+      auto it = std::find_if(rope_copies.begin(), rope_copies.end(),
+                             [&](const auto& c) { return c.first == l.device; });
+      if (it == rope_copies.end()) {
+        Tensor* copy = weights_.new_tensor(w_.rope_freqs->type, {w_.rope_freqs->ne[0]},
+                                           w_.rope_freqs->name);
+        copy->flags |= kFlagWeight;
+        rope_copies.emplace_back(l.device, copy);
+        plan.emplace_back(copy, l.device);
+        it = rope_copies.end() - 1;
+      }
+      l.rope_freqs = it->second;
+    }
   }
 
-  // One buffer per device, each tensor at an aligned offset.
+  // One buffer per (device, buffer type), each tensor at an aligned offset.
+  std::vector<BufferType*> types;
+  for (auto& [t, d] : plan) {
+    BufferType* type = &d->weights_buffer_type(*t);
+    if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
+  }
   uint64_t total = 0;
-  for (Device* d : {gpu_, cpu_}) {
-    if (d == nullptr) continue;
-    BufferType& type = d->weights_buffer_type();
-    const size_t align = type.alignment();
+  for (BufferType* type : types) {
+    const size_t align = type->alignment();
     size_t size = 0;
     std::vector<std::pair<Tensor*, size_t>> offsets;
     for (auto& [t, dev] : plan) {
-      if (dev != d) continue;
+      if (&dev->weights_buffer_type(*t) != type) continue;
       offsets.emplace_back(t, size);
-      size += (type.alloc_size(*t) + align - 1) / align * align;
+      size += (type->alloc_size(*t) + align - 1) / align * align;
     }
-    if (offsets.empty()) continue;
-    auto buffer = type.allocate(size);
+    auto buffer = type->allocate(size);
     buffer->set_usage(BufferUsage::kWeights);
     for (auto& [t, offset] : offsets) buffer->place(*t, offset);
     buffers_.push_back(std::move(buffer));
@@ -157,10 +173,14 @@ void Model::place_weights(const ModelOptions& options) {
 
 std::vector<Device*> Model::devices() const {
   std::vector<Device*> out;
-  if (gpu_ != nullptr) out.push_back(gpu_);
+  auto add = [&](Device* d) {
+    if (d != cpu_ && std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+  };
+  for (const LayerWeights& l : w_.layers) add(l.device);
+  add(output_device_);
   // Accelerators that read host memory (BLAS) help large batches.
   for (Device* d : runtime_.devices()) {
-    if (d != gpu_ && d != cpu_ && d->type() == DeviceType::kAccelerator) out.push_back(d);
+    if (d->type() == DeviceType::kAccelerator) add(d);
   }
   out.push_back(cpu_);
   return out;

@@ -45,7 +45,11 @@ struct Attn {
     return n - j >= V::kLanes ? V::load(p + j) : V::load_n(p + j, static_cast<int>(n - j));
   }
   static void store(float* p, F v, int64_t j, int64_t n) {
-    const int m = n - j >= V::kLanes ? V::kLanes : static_cast<int>(n - j);
+    if (n - j >= V::kLanes) {  // whole vector: a plain store, not a memcpy call
+      std::memcpy(p + j, &v, sizeof v);
+      return;
+    }
+    const int m = static_cast<int>(n - j);
     float tmp[V::kLanes];
     std::memcpy(tmp, &v, sizeof(tmp));
     std::memcpy(p + j, tmp, static_cast<size_t>(m) * sizeof(float));
@@ -65,7 +69,20 @@ struct Attn {
     __m128 vmx[G];
     for (int i = 0; i < G; ++i) vmx[i] = _mm_set1_ps(kNegInf);
     const __m128 scale = _mm_set1_ps(a.scale);
+    const __m128 neg_inf = _mm_set1_ps(kNegInf);
     for (; ic + 4 <= a.n_kv; ic += 4) {  // 4 keys: one reduction of 4 sums per row
+      if (a.mask != nullptr) {
+        // Keys masked for every row (other sequences' cells, the cache's
+        // unused tail) cost a compare, not a dot product.
+        int visible = 0;
+        for (int i = 0; i < G; ++i) {
+          visible |= _mm_movemask_ps(_mm_cmpneq_ps(_mm_loadu_ps(mask[i] + ic), neg_inf));
+        }
+        if (visible == 0) {
+          for (int i = 0; i < G; ++i) _mm_storeu_ps(out[i] + ic, neg_inf);
+          continue;
+        }
+      }
       const uint8_t* kr = a.k + static_cast<size_t>(ic) * a.k_stride;
       F acc[G][4];
       for (int i = 0; i < G; ++i) {
@@ -138,6 +155,7 @@ struct Attn {
           w[i] = a.scores[(g0 + i) * a.n_kv + ic];
           any += w[i];
         }
+        if (any == 0.0f) continue;  // masked for every row: adds nothing
         // A key masked for every row adds 0 even when its V row holds NaN (as
         // the reference, which does not read it).
         const F vv = V::zero_below(load_f16(a.v + static_cast<size_t>(ic) * a.v_stride, j, a.dv),

@@ -1,0 +1,121 @@
+#include "tessera/placement.h"
+
+#include <algorithm>
+
+#include "tessera/error.h"
+
+namespace tessera {
+namespace {
+
+// Free memory a placement leaves unused, for what the estimate misses.
+constexpr double kFreeMargin = 0.95;
+
+std::string gib(uint64_t bytes) { return fmt::format("{:.2f} GiB", double(bytes) / (1u << 30)); }
+
+Device* cpu_of(Runtime& runtime) {
+  for (Device* d : runtime.devices()) {
+    if (d->type() == DeviceType::kCpu) return d;
+  }
+  fail(ErrorCategory::kUnsupported, "[placement] the runtime has no CPU device");
+}
+
+// Bytes of the file's tensors whose names start with `prefix`.
+uint64_t tensor_bytes(const gguf::File& file, std::string_view prefix) {
+  uint64_t sum = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name.starts_with(prefix)) sum += t.nbytes;
+  }
+  return sum;
+}
+
+}  // namespace
+
+uint64_t compute_reserve_bytes(const Hparams& hp, int64_t n_batch, bool output_on_gpu) {
+  // Live f32 activations of one layer at a full batch: the residual, the
+  // normed input, q/k/v, the attention output, gate/up/SwiGLU; plus logits.
+  const auto per_token = static_cast<uint64_t>(4 * hp.n_embd + hp.n_embd_q() + 2 * hp.n_embd_kv() +
+                                               3 * hp.n_ff + (output_on_gpu ? hp.n_vocab : 0));
+  return per_token * static_cast<uint64_t>(n_batch) * sizeof(float) + (uint64_t{64} << 20);
+}
+
+Placement plan_placement(Runtime& runtime, const gguf::File& file, const Hparams& hp,
+                         const PlacementOptions& options) {
+  Placement p;
+  Device* cpu = cpu_of(runtime);
+  p.layer_devices.assign(static_cast<size_t>(hp.n_layer), cpu);
+  p.output_device = cpu;
+  Device* gpu = nullptr;
+  if (!options.device.empty()) {
+    gpu = &runtime.device(options.device);
+    if (gpu->type() == DeviceType::kCpu) gpu = nullptr;
+  } else {
+    for (Device* d : runtime.devices()) {
+      if (d->type() == DeviceType::kGpu) {
+        gpu = d;
+        break;
+      }
+    }
+  }
+  const int64_t n_units = hp.n_layer + 1;  // the layers, then the output layer
+  p.layers_asked = options.gpu_layers < 0 ? n_units : std::min<int64_t>(options.gpu_layers, n_units);
+  if (gpu == nullptr || p.layers_asked == 0) {
+    p.message = gpu == nullptr ? "" : fmt::format("0 layers on {} (--gpu-layers 0)", gpu->name());
+    return p;
+  }
+
+  // Per layer: its weights and its rows of the KV cache.
+  const auto cache_row = [&](DType t) { return *row_bytes(t, hp.n_embd_kv()); };
+  const uint64_t cache_per_layer =
+      (cache_row(options.type_k) + cache_row(options.type_v)) * static_cast<uint64_t>(options.n_ctx + 1);
+  const uint64_t free = static_cast<uint64_t>(double(gpu->memory().free) * kFreeMargin);
+  const uint64_t output_bytes = tensor_bytes(file, "output");  // output.weight, output_norm.weight
+  // The last units first, as llama.cpp offloads: the output layer, then
+  // layers n_layer-1, n_layer-2, ...
+  uint64_t used = compute_reserve_bytes(hp, options.n_batch, p.layers_asked == n_units);
+  int64_t placed = 0;
+  std::string stopped;
+  for (int64_t unit = n_units - 1; unit >= n_units - p.layers_asked; --unit) {
+    const bool output = unit == hp.n_layer;
+    const uint64_t bytes = output ? output_bytes
+                                  : tensor_bytes(file, fmt::format("blk.{}.", unit)) + cache_per_layer;
+    if (used + bytes > free) {
+      stopped = fmt::format("; {} more would need {} more than the {} free", p.layers_asked - placed,
+                            gib(used + bytes - free), gib(free));
+      break;
+    }
+    used += bytes;
+    placed += 1;
+    if (output) {
+      p.output_device = gpu;
+    } else {
+      p.layer_devices[static_cast<size_t>(unit)] = gpu;
+    }
+  }
+  p.gpu = placed > 0 ? gpu : nullptr;
+  p.layers_on_gpu = placed;
+  p.gpu_bytes = placed > 0 ? used : 0;
+  p.message = fmt::format("{} of {} layers on {} ({} of {} free, estimated){}", placed, n_units,
+                          gpu->name(), gib(p.gpu_bytes), gib(free), stopped);
+  return p;
+}
+
+std::unique_ptr<Model> load_model(Runtime& runtime, const std::filesystem::path& path,
+                                  const PlacementOptions& options,
+                                  std::function<void(uint64_t, uint64_t)> progress,
+                                  Placement* placement) {
+  Placement p;
+  {
+    const gguf::File file = gguf::File::open(path);
+    const Hparams hp = read_hparams(file);
+    p = plan_placement(runtime, file, hp, options);
+  }
+  ModelOptions mo;
+  mo.layer_devices = p.layer_devices;
+  mo.output_device = p.output_device;
+  mo.progress = std::move(progress);
+  auto model = Model::load(runtime, path, mo);
+  if (placement != nullptr) *placement = std::move(p);
+  return model;
+}
+
+}  // namespace tessera
