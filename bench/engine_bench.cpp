@@ -41,7 +41,7 @@ constexpr Shape kShapes[] = {
 
 std::filesystem::path synthesize(const Shape& s, DType type) {
   const auto path = std::filesystem::temp_directory_path() /
-                    fmt::format("tessera-bench-{}-{}.gguf", s.name, dtype_name(type));
+                    fmt::format("tessera-bench-{}-{}-v2.gguf", s.name, dtype_name(type));
   if (std::filesystem::exists(path)) return path;
   fmt::print(stderr, "writing {} ...\n", path.string());
   gguf::Writer w;
@@ -54,6 +54,15 @@ std::filesystem::path synthesize(const Shape& s, DType type) {
   w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
   w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
   w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  // The Llama SentencePiece vocabulary (32000 tokens) when the shape has
+  // that many, so that `tessera run` can use the file too.
+  const auto vocab = std::filesystem::path(TESSERA_SHARED_DIR) / "fixtures/tokenizer/ggml-vocab-llama-spm.gguf";
+  if (s.n_vocab == 32000 && std::filesystem::exists(vocab)) {
+    const gguf::File v = gguf::File::open(vocab);
+    for (const gguf::KeyValue& kv : v.kvs()) {
+      if (kv.key.starts_with("tokenizer.")) w.set_value(kv.key, kv.value);
+    }
+  }
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 0.02f);
   auto add = [&](const std::string& name, std::vector<int64_t> shape, bool norm) {

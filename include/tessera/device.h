@@ -47,6 +47,11 @@ class Device {
   // Where model weights go for this device's kernels to read them fastest
   // (may repack or convert them on upload). Default: buffer_type().
   virtual BufferType& weights_buffer_type() { return buffer_type(); }
+  // The buffer type for one weight: weights_buffer_type() unless this device
+  // gains nothing from it for that tensor's type, in which case a type other
+  // devices can also read (host memory on a CPU) is better. Default:
+  // weights_buffer_type().
+  virtual BufferType& weights_buffer_type(const Tensor& /*weight*/) { return weights_buffer_type(); }
   virtual BufferType* host_buffer_type() { return nullptr; }  // pinned host memory, if any
 
   // Exact: true only if this device computes `node` correctly (op, types,

@@ -58,6 +58,16 @@ class Context {
   // The splits of the most recent pass's plan (TESSERA_SCHED_DEBUG prints them too).
   std::string describe_plan() const;
 
+  // Where decode time went since the context was made: in the devices'
+  // compute (scheduler replay, copies included) and on the host around it
+  // (slot search, plan lookup or build, inputs, logits read back).
+  struct Timings {
+    uint64_t passes = 0;
+    double compute_us = 0;
+    double host_us = 0;
+  };
+  const Timings& timings() const { return timings_; }
+
  private:
   struct Plan;
   Plan& plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out);
@@ -71,6 +81,7 @@ class Context {
   std::vector<std::unique_ptr<Plan>> plans_;  // least recently used first out
   Plan* last_plan_ = nullptr;
   uint64_t clock_ = 0;
+  Timings timings_;
 
   // Reused from call to call: no allocation in a steady decode loop.
   std::vector<float> logits_;

@@ -60,6 +60,7 @@ struct LayerWeights {
   Tensor* ffn_up;       // [n_embd, n_ff]
   Tensor* ffn_down;     // [n_ff, n_embd]
   Device* device;       // where this layer's weights live
+  Tensor* rope_freqs;   // the model's rope_freqs, or its copy on this layer's device (nullable)
 };
 
 // Every weight of a model; what an architecture does not use stays null.
@@ -117,10 +118,11 @@ const Architecture& find_architecture(std::string_view name, std::string_view fi
 std::vector<std::string_view> architecture_names();
 
 struct ModelOptions {
-  // Layers whose weights go to the best GPU-type device: -1 = all that fit,
-  // 0 = none. The rest, and the embeddings, stay on the CPU.
-  int gpu_layers = -1;
-  std::string device;  // a device name to use instead of the best GPU ("" = auto)
+  // Where each layer's weights go (n_layer entries) and the output layer's
+  // (output_norm and output). Empty / null: the CPU. The engine decides
+  // (plan_placement in placement.h); the loader only follows.
+  std::vector<Device*> layer_devices;
+  Device* output_device = nullptr;
   // Called with (bytes done, bytes total) while weights are copied.
   std::function<void(uint64_t, uint64_t)> progress;
 };
@@ -146,7 +148,9 @@ class Model {
   // The architecture's forward graph (see Architecture::build_graph).
   Tensor* build_graph(Graph& g, const GraphInputs& in) const { return arch_->build_graph(g, *this, in); }
   Device& embeddings_device() const { return *cpu_; }
-  // Devices holding weights, in scheduler priority order (CPU last).
+  Device& output_device() const { return *output_device_; }
+  // Devices holding weights, then accelerators that read host memory, in
+  // scheduler priority order (CPU last).
   std::vector<Device*> devices() const;
   uint64_t weight_bytes() const { return weight_bytes_; }
 
@@ -162,7 +166,7 @@ class Model {
   Graph weights_;  // arena holding the weight descriptors
   Weights w_;
   Device* cpu_ = nullptr;
-  Device* gpu_ = nullptr;
+  Device* output_device_ = nullptr;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   uint64_t weight_bytes_ = 0;
 };

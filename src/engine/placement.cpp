@@ -69,27 +69,31 @@ Placement plan_placement(Runtime& runtime, const gguf::File& file, const Hparams
       (cache_row(options.type_k) + cache_row(options.type_v)) * static_cast<uint64_t>(options.n_ctx + 1);
   const uint64_t free = static_cast<uint64_t>(double(gpu->memory().free) * kFreeMargin);
   const uint64_t output_bytes = tensor_bytes(file, "output");  // output.weight, output_norm.weight
-  // The last units first, as llama.cpp offloads: the output layer, then
-  // layers n_layer-1, n_layer-2, ...
-  uint64_t used = compute_reserve_bytes(hp, options.n_batch, p.layers_asked == n_units);
+  // As llama.cpp counts: N <= n_layer puts the last N layers there, N >
+  // n_layer the output layer too. Layers are taken from the last one down,
+  // the output layer after them.
+  const int64_t layers = std::min(p.layers_asked, hp.n_layer);
+  const bool want_output = p.layers_asked > hp.n_layer;
+  uint64_t used = compute_reserve_bytes(hp, options.n_batch, want_output);
   int64_t placed = 0;
   std::string stopped;
-  for (int64_t unit = n_units - 1; unit >= n_units - p.layers_asked; --unit) {
-    const bool output = unit == hp.n_layer;
-    const uint64_t bytes = output ? output_bytes
-                                  : tensor_bytes(file, fmt::format("blk.{}.", unit)) + cache_per_layer;
-    if (used + bytes > free) {
-      stopped = fmt::format("; {} more would need {} more than the {} free", p.layers_asked - placed,
-                            gib(used + bytes - free), gib(free));
-      break;
-    }
+  auto fits = [&](uint64_t bytes) {
+    if (used + bytes <= free) return true;
+    stopped = fmt::format("; {} more would need {} more than the {} free", p.layers_asked - placed,
+                          gib(used + bytes - free), gib(free));
+    return false;
+  };
+  for (int64_t il = hp.n_layer - 1; il >= hp.n_layer - layers; --il) {
+    const uint64_t bytes = tensor_bytes(file, fmt::format("blk.{}.", il)) + cache_per_layer;
+    if (!fits(bytes)) break;
     used += bytes;
     placed += 1;
-    if (output) {
-      p.output_device = gpu;
-    } else {
-      p.layer_devices[static_cast<size_t>(unit)] = gpu;
-    }
+    p.layer_devices[static_cast<size_t>(il)] = gpu;
+  }
+  if (want_output && placed == layers && fits(output_bytes)) {
+    used += output_bytes;
+    placed += 1;
+    p.output_device = gpu;
   }
   p.gpu = placed > 0 ? gpu : nullptr;
   p.layers_on_gpu = placed;

@@ -13,6 +13,10 @@
 #include "backends/cpu/cpu_backend.h"
 #include "tessera/engine.h"
 
+// GCC pairs the replaced operator delete with std::allocator's inlined new
+// and warns; both go through malloc/free here.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
 namespace {
 
 std::atomic<bool> g_armed{false};

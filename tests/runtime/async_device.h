@@ -1,7 +1,10 @@
 // A test device that really is asynchronous: its stream runs queued work on
 // a worker thread, its buffers are not host memory (the CPU cannot read them
-// in place), and it has events. It computes SCALE only. The scheduler's async
-// copy-and-event path is exercised through it, as a GPU would.
+// in place), and it has events. By itself it computes SCALE only; given a
+// device to borrow kernels from (the CPU), it runs every op that device
+// supports, on its worker thread over its own memory: a fake GPU, for models
+// split across devices. The scheduler's async copy-and-event path is
+// exercised through it, as a GPU would.
 #pragma once
 
 #include <condition_variable>
@@ -111,7 +114,8 @@ class AsyncEvent final : public Event {
 
 class AsyncStream final : public Stream {
  public:
-  AsyncStream(Device& d, WorkQueue& q) : device_(d), queue_(q) {}
+  AsyncStream(Device& d, WorkQueue& q, std::unique_ptr<Stream> kernels = nullptr)
+      : device_(d), queue_(q), kernels_(std::move(kernels)) {}
   Device& device() const override { return device_; }
   void set_tensor_async(Tensor& t, const void* src, size_t off, size_t n) override {
     queue_.push([&t, src, off, n] { t.buffer->set_tensor(t, src, off, n); });
@@ -128,6 +132,14 @@ class AsyncStream final : public Stream {
   }
   void synchronize() override { queue_.wait_until(queue_.submitted()); }
   void compute(std::span<Tensor* const> nodes) override {
+    if (kernels_ != nullptr) {
+      // The nodes outlive the queued work: the scheduler waits before freeing.
+      queue_.push([this, nodes] {
+        kernels_->compute(nodes);
+        kernels_->synchronize();
+      });
+      return;
+    }
     for (Tensor* n : nodes) {
       if (n->op != Op::kScale) continue;
       queue_.push([n] {
@@ -152,25 +164,29 @@ class AsyncStream final : public Stream {
  private:
   Device& device_;
   WorkQueue& queue_;
+  std::unique_ptr<Stream> kernels_;
 };
 
 class AsyncDevice final : public Device, public Backend {
  public:
-  explicit AsyncDevice(int index) : name_("ASYNC" + std::to_string(index)), type_(*this) {}
+  explicit AsyncDevice(int index, Device* kernels = nullptr, uint64_t free_bytes = 1u << 30)
+      : name_("ASYNC" + std::to_string(index)), type_(*this), kernels_(kernels), free_(free_bytes) {}
   // Device (and, being its own one-device backend, Backend)
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return "test device with a worker thread"; }
   DeviceType type() const override { return DeviceType::kGpu; }
-  MemoryInfo memory() const override { return {1u << 30, 1u << 30}; }
+  MemoryInfo memory() const override { return {free_, free_}; }
   DeviceCaps caps() const override { return {.async = true, .events = true}; }
   Backend& backend() const override { return const_cast<AsyncDevice&>(*this); }
   std::unique_ptr<Stream> make_stream() override {
-    auto s = std::make_unique<AsyncStream>(*this, queue_);
+    auto s = std::make_unique<AsyncStream>(*this, queue_,
+                                           kernels_ != nullptr ? kernels_->make_stream() : nullptr);
     last_stream = s.get();
     return s;
   }
   BufferType& buffer_type() override { return type_; }
   bool supports_op(const Tensor& n) const override {
+    if (kernels_ != nullptr) return kernels_->supports_op(n);
     return is_view_op(n.op) || n.op == Op::kNone ||
            (n.op == Op::kScale && n.type == DType::kF32 && n.src[0]->type == DType::kF32 &&
             n.is_contiguous() && n.src[0]->is_contiguous());
@@ -190,6 +206,8 @@ class AsyncDevice final : public Device, public Backend {
  private:
   std::string name_;
   AsyncBufferType type_;
+  Device* kernels_;
+  uint64_t free_;
   WorkQueue queue_;
 };
 

@@ -216,7 +216,11 @@ int run(const RunFlags& f) {
   const InterruptScope interrupt;
   std::string prompt = f.prompt;
   if (!f.file.empty()) prompt = read_file(f.file);
-  LoadedModel lm = load_model(f.model);
+  const ContextOptions co = context_options(f);
+  LoadedModel lm = load_model(f.model, {.n_ctx = co.n_ctx > 0 ? co.n_ctx : 4096,
+                                        .n_batch = co.n_batch,
+                                        .type_k = co.type_k,
+                                        .type_v = co.type_v});
   return f.n_parallel == 1 ? run_one(f, lm, prompt) : run_parallel(f, lm, prompt);
 }
 

@@ -15,7 +15,8 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
   cmd.add_option("-t,--threads", flags.threads, "CPU threads (default: one per physical core)")
       ->check(CLI::Range(0, 1024));
   cmd.add_option("--gpu-layers,--n-gpu-layers,--ngl", flags.gpu_layers,
-                 "Layers on the best GPU (default: all that fit; 0: none)")
+                 "(-ngl) Layers on the GPU, counting the output layer as llama.cpp does "
+                 "(n_layer + 1: all; default: all that fit; 0: none)")
       ->check(CLI::Range(-1, 100000));
   cmd.add_option("--device", flags.device, "Device for offloaded layers, e.g. CUDA0");
 }
@@ -64,7 +65,7 @@ DType cache_type(const std::string& flag, const std::string& value) {
        value, known);
 }
 
-LoadedModel load_model(const ModelFlags& flags) {
+LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Runtime> runtime = make_runtime();
   if (flags.threads > 0) {
@@ -88,17 +89,19 @@ LoadedModel load_model(const ModelFlags& flags) {
     fail(ErrorCategory::kInvalidArgument, "[--device {}] no such device; devices here: {}",
          flags.device, device_names(*runtime));
   }
-  ModelOptions options;
-  options.gpu_layers = flags.gpu_layers;
-  options.device = flags.device;
+  PlacementOptions placement = context;
+  placement.gpu_layers = flags.gpu_layers;
+  placement.device = flags.device;
   bool shown = false;
-  options.progress = [&](uint64_t done, uint64_t total) {
+  auto progress = [&](uint64_t done, uint64_t total) {
     if (ms_since(start) < 1000.0 && !shown) return;
     shown = true;
     fmt::print(stderr, "\rloading {}: {:3.0f}%", flags.model, total ? 100.0 * done / total : 100.0);
     if (done == total) fmt::print(stderr, "\n");
   };
-  std::unique_ptr<Model> model = Model::load(*runtime, flags.model, options);
+  Placement where;
+  std::unique_ptr<Model> model = tessera::load_model(*runtime, flags.model, placement, progress, &where);
+  if (!where.message.empty()) fmt::print(stderr, "{}\n", where.message);
   Tokenizer tokenizer = Tokenizer::from_gguf(model->file());
   LoadedModel out{std::move(runtime), std::move(model), std::move(tokenizer), 0.0};
   if (static_cast<int64_t>(out.tokenizer.n_vocab()) != out.model->hparams().n_vocab) {

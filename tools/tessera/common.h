@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "tessera/model.h"
+#include "tessera/placement.h"
 #include "tessera/runtime.h"
 #include "tessera/tokenizer.h"
 
@@ -31,7 +32,10 @@ struct LoadedModel {
   double load_ms = 0.0;
 };
 
-LoadedModel load_model(const ModelFlags& flags);
+// Loads flags.model with the engine's placement; `context` says what the
+// context will hold (its size and cache types), for the memory estimate. The
+// placement line goes to stderr when a GPU is there.
+LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context = {});
 
 // --cache-type-k/-ctk and --cache-type-v/-ctv, as llama.cpp spells them:
 // f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1.

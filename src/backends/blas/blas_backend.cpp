@@ -179,6 +179,13 @@ bool BlasDevice::supports_op(const Tensor& node) const {
          x.ne[1] <= kMaxInt;
 }
 
+bool BlasDevice::offload_op(const Tensor& node) const {
+  if (node.op == Op::kMulMat && node.src[0]->type == DType::kF16 && !stored_as_f32(*node.src[0])) {
+    return false;
+  }
+  return Device::offload_op(node);
+}
+
 BlasBackend::BlasBackend() : device_(*this) {}
 
 }  // namespace tessera::blas
