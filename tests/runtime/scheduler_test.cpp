@@ -129,9 +129,11 @@ TEST_F(SchedulerTest, HostWeightsOffloadToBlasOnlyForBigBatches) {
     EXPECT_EQ(cpu_only.splits().size(), 1u);
     const auto out = run(both, mlp, batch, in);
     if (batch >= 32) {
-      EXPECT_EQ(count_on(both, "BLAS0", Op::kMulMat), 2) << last_;
-      EXPECT_EQ(count_on(both, "CPU0", Op::kMulMat), 0) << last_;
-      EXPECT_GE(both.splits().size(), 3u) << last_;  // BLAS, CPU (add, relu), BLAS
+      // The f32 w1 goes to BLAS; the f16 w2 stays: BLAS would convert it on
+      // every call, slower than the CPU's f16 kernels (BlasDevice::offload_op).
+      EXPECT_EQ(count_on(both, "BLAS0", Op::kMulMat), 1) << last_;
+      EXPECT_EQ(count_on(both, "CPU0", Op::kMulMat), 1) << last_;
+      EXPECT_EQ(both.splits().size(), 2u) << last_;  // BLAS (w1), CPU (add, relu, w2)
     } else {
       EXPECT_EQ(count_on(both, "BLAS0", Op::kMulMat), 0) << last_;
       EXPECT_EQ(both.splits().size(), 1u) << last_;
@@ -139,7 +141,6 @@ TEST_F(SchedulerTest, HostWeightsOffloadToBlasOnlyForBigBatches) {
     // Host memory everywhere: no copies needed.
     for (const auto& s : both.splits()) EXPECT_TRUE(s.copies.empty()) << last_;
     EXPECT_LT(nmse(ref, out), 5e-4) << last_;  // matmul tolerance (SPEC.md §2)
-    EXPECT_GT(nmse(ref, out), -1.0);
   }
 }
 
