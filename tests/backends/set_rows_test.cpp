@@ -15,6 +15,7 @@
 #include "kernel_test_util.h"
 #include "tessera/error.h"
 #include "tessera/graph.h"
+#include "tessera/half.h"
 #include "tessera/ops.h"
 
 namespace tessera::cpu {
@@ -122,6 +123,44 @@ TEST_P(SetRowsTest, Q8_0RowsEqualTheReferenceBytes) {
   for (size_t i = 0; i < ids.size(); ++i) {
     quantize_row(DType::kQ8_0, v.data() + static_cast<int64_t>(i) * ne0,
                  want.data() + static_cast<size_t>(ids[i]) * row, ne0);
+  }
+  EXPECT_EQ(written(Isa::kRef), want) << "seed " << seed;
+  EXPECT_EQ(written(GetParam()), want) << "seed " << seed;
+}
+
+TEST_P(SetRowsTest, F16RowsEqualTheReferenceBits) {
+  const uint32_t seed = fresh_seed();
+  std::mt19937 rng(seed);
+  const int64_t ne0 = 8 * 9 + 5, rows = 7, n = 4;  // a scalar tail after the 8-wide steps
+  std::vector<float> v = random_floats(static_cast<size_t>(ne0 * n), rng);
+  // Values the conversion must round alike: halfway cases, subnormals,
+  // overflow, NaN, infinities, signed zero.
+  const float special[] = {1.0f + 1.0f / 2048,  1.0f + 3.0f / 2048, 65504.0f, 65520.0f, 1e-7f,
+                           -3e-8f, 6.0e-5f, std::numeric_limits<float>::quiet_NaN(),
+                           -std::numeric_limits<float>::infinity(), -0.0f};
+  std::copy(std::begin(special), std::end(special), v.begin() + 3);
+  const std::vector<int64_t> ids = {6, 0, 2, 5};
+  const std::vector<uint8_t> prior = testing::random_bytes(
+      *row_bytes(DType::kF16, ne0) * static_cast<size_t>(rows), rng);
+  auto written = [&](Isa isa) {
+    device().set_isa(isa);
+    SetRowsRun run(device(), DType::kF16, DType::kI64, ne0, rows, n);
+    run.dst->buffer->set_tensor(*run.dst, prior.data());
+    run.values->buffer->set_tensor(*run.values, v.data());
+    run.set_ids(ids);
+    device().compute(run.g.nodes());
+    std::vector<uint8_t> out(run.dst->n_bytes());
+    run.dst->buffer->get_tensor(*run.dst, out.data());
+    return out;
+  };
+  std::vector<uint8_t> want = prior;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (int64_t k = 0; k < ne0; ++k) {
+      const uint16_t h = fp32_to_fp16(v[i * static_cast<size_t>(ne0) + static_cast<size_t>(k)]);
+      std::memcpy(want.data() + (static_cast<size_t>(ids[i]) * static_cast<size_t>(ne0) +
+                                 static_cast<size_t>(k)) * 2,
+                  &h, 2);
+    }
   }
   EXPECT_EQ(written(Isa::kRef), want) << "seed " << seed;
   EXPECT_EQ(written(GetParam()), want) << "seed " << seed;

@@ -84,6 +84,8 @@ struct Kernels {
   // bit-exact with the ref tier's on every input (finite or not).
   void (*quantize_q8)(const float* x, BlockQ8* y, int64_t k) = nullptr;
   void (*quantize_q8_k)(const float* x, block_q8_K* y, int64_t k) = nullptr;
+  // f32 -> f16 of a row, bit-exact with fp32_to_fp16; null: the scalar loop.
+  void (*to_f16)(const float* x, uint16_t* y, int64_t n) = nullptr;
 
   // Weights in GGUF row layout (any buffer).
   MatKernel f32, f16, bf16;

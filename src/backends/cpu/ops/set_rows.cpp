@@ -5,9 +5,10 @@
 // contiguous). Other rows are not touched. Ids are i32 or i64; one out of
 // [0, R) is an Error. Rows named twice within one (i2, i3) race, as in ggml.
 //
-// Q8_0 rows (the quantized KV cache) go through the tier's activation
-// quantizer, bit-exact with quantize_row_q8_0_ref (kernels.h). The ref tier
-// keeps quantize_row itself: it is the oracle the other tiers are held to.
+// F16 rows (the default KV cache) go through the tier's F16C conversion and
+// Q8_0 rows through its activation quantizer, both bit-exact with the scalar
+// reference (kernels.h). The ref tier keeps the scalar code: it is the oracle
+// the other tiers are held to.
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
@@ -87,6 +88,9 @@ void compute(Tensor& node, const OpContext& ctx) {
           ? ctx.kernels
           : nullptr;
   const bool q8 = node.type == DType::kQ8_0 && fast != nullptr;
+  // F16 rows with contiguous elements (the KV cache) through the tier's F16C.
+  const bool f16 = node.type == DType::kF16 && node.nb[0] == sizeof(uint16_t) && fast != nullptr &&
+                   fast->to_f16 != nullptr;
   const Range r = split_rows(values.n_rows(), ctx.ith, ctx.nth);
   for (int64_t flat = r.begin; flat < r.end; ++flat) {
     const RowIndex s = row_index(values, flat);
@@ -97,7 +101,9 @@ void compute(Tensor& node, const OpContext& ctx) {
            row, s.i1, j2, j3, node.ne[1] - 1);
     }
     const float* x = read_row(values, s, scratch);
-    if (plain) {
+    if (f16) {
+      fast->to_f16(x, reinterpret_cast<uint16_t*>(row_ptr(node, row, s.i2, s.i3)), n);
+    } else if (plain) {
       write_row(node, row, s.i2, s.i3, x);
     } else if (q8) {
       quantize_q8_0(*fast, x, row_ptr(node, row, s.i2, s.i3), n);

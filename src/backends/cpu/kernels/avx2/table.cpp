@@ -40,6 +40,7 @@ extern const Kernels kAvx2Kernels{
     .isa = Isa::kAvx2,
     .quantize_q8 = quantize_q8<Vec>,
     .quantize_q8_k = quantize_q8_k<Vec>,
+    .to_f16 = to_f16_row,
     .f32 = {FloatTiles<Vec, LoadF32<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},
     .f16 = {FloatTiles<Vec, LoadF16<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},
     .bf16 = {FloatTiles<Vec, LoadBF16<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},

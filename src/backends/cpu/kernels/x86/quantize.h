@@ -4,6 +4,8 @@
 // Include after the tier's vec.h; internal linkage per tier.
 #pragma once
 
+#include "tessera/half.h"
+
 #include <cstring>
 
 #include "backends/cpu/kernels/kernels.h"
@@ -70,6 +72,18 @@ void quantize_q8_k(const float* x, block_q8_K* y, int64_t k) {
     }
     out.d = 1.0f / iscale;
   }
+}
+
+// f32 -> f16 of a row, 8 at a time with F16C (both x86 tiers have it): round
+// to nearest even, NaNs quieted with their top payload bits, as fp32_to_fp16
+// does, so the result is bit-exact with it (MXCSR's DAZ is never set here).
+inline void to_f16_row(const float* x, uint16_t* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(y + i), h);
+  }
+  for (; i < n; ++i) y[i] = fp32_to_fp16(x[i]);
 }
 
 }  // namespace
