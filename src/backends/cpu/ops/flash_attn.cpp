@@ -134,6 +134,17 @@ struct FastState {
     a.k = row_ptr(k, k0, *hk, *b / batch_group);
     a.v = row_ptr(v, k0, *hk, *b / batch_group);
     a.n_kv = k1 - k0;
+    if (mask) {
+      // Keys past the last one any row may see add nothing: a cache read in
+      // buckets of rows has a masked tail.
+      int64_t end = 0;
+      for (int64_t i = 0; i < group; ++i) {
+        int64_t e = a.n_kv;
+        while (e > end && mp[i][e - 1] == -std::numeric_limits<float>::infinity()) --e;
+        end = std::max(end, e);
+      }
+      a.n_kv = end;
+    }
   }
 };
 
