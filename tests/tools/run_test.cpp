@@ -54,6 +54,49 @@ TEST(RunTest, ErrorsAreOneClearLine) {
   EXPECT_NE(r.err.find("top-p"), std::string::npos) << r.err;
 }
 
+TEST(RunTest, ParallelSequencesEachEqualTheSingleTextWhenGreedy) {
+  const std::string args = " -p 'Once upon a time' -n 24 --temp 0 --no-display-prompt";
+  const CommandResult one = run_command(tessera("run " + model() + args));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult three = run_command(tessera("run " + model() + args + " -np 3"));
+  ASSERT_EQ(three.exit_code, 0) << three.err;
+  std::string want;
+  for (int s = 0; s < 3; ++s) {
+    want += "[sequence " + std::to_string(s) + "]\n" + one.out + "\n";
+  }
+  EXPECT_EQ(three.out, want);
+  EXPECT_NE(three.err.find("    72 tokens"), std::string::npos) << three.err;  // 3 x 24
+}
+
+TEST(RunTest, ParallelSequencesSampleWithTheirOwnSeeds) {
+  const CommandResult r = run_command(
+      tessera("run " + model() + " -p 'Once upon a time' -n 40 -s 11 -np 2 --no-display-prompt"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const size_t second = r.out.find("[sequence 1]\n");
+  ASSERT_NE(second, std::string::npos) << r.out;
+  const std::string a = r.out.substr(13, second - 13), b = r.out.substr(second + 13);
+  EXPECT_NE(a, b) << "two sequences drew the same text";
+  EXPECT_NE(r.err.find("seed       11, 12"), std::string::npos) << r.err;
+  // Sequence 0 with seed 11 is what one sequence with seed 11 writes.
+  const CommandResult one = run_command(
+      tessera("run " + model() + " -p 'Once upon a time' -n 40 -s 11 --no-display-prompt"));
+  EXPECT_EQ(a, one.out + "\n");
+}
+
+TEST(RunTest, CacheTypesAndDevicesAreCheckedByName) {
+  CommandResult r = run_command(tessera("run " + model() + " -p hi -ctk q9_9"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("[--cache-type-k q9_9] unknown cache type"), std::string::npos) << r.err;
+  r = run_command(tessera("run " + model() + " -p hi -ctv q8_0"));  // head size 8
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("head size (8)"), std::string::npos) << r.err;
+  r = run_command(tessera("run " + model() + " -p hi -ctk f32 -ctv bf16 -n 4 --temp 0"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_command(tessera("run " + model() + " -p hi --device CUDA0"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("no CUDA backend"), std::string::npos) << r.err;
+}
+
 TEST(RunTest, CtrlCStopsAndStillPrintsTimings) {
   // Generation that would run for a long time, interrupted after a second.
   const std::string cmd = tessera("run " + model() + " -p \"Once upon a time\" -c 200000 -n -1 "
