@@ -94,76 +94,66 @@ TEST_P(SetRowsTest, IdOutOfRangeThrowsNamingIt) {
   }
 }
 
-TEST_P(SetRowsTest, Q8_0RowsEqualTheReferenceBytes) {
-  const uint32_t seed = fresh_seed();
+// Rows `ids` of a [ne0, rows] destination of `type`, written from `v` (one
+// row per id) over random prior bytes, on the ref tier and on `isa`: both
+// must hold exactly the scalar reference's bytes, the other rows untouched.
+void expect_reference_bytes(CpuDevice& device, Isa isa, DType type, int64_t ne0, int64_t rows,
+                            const std::vector<float>& v, const std::vector<int64_t>& ids,
+                            uint32_t seed) {
   std::mt19937 rng(seed);
-  const int64_t ne0 = 32 * 11, rows = 9, n = 5;  // 11 blocks: more than one quantizer call
-  std::vector<float> v = random_floats(static_cast<size_t>(ne0 * n), rng);
-  // Blocks the quantizer must get right too: all zeros, a NaN, infinities.
-  std::fill(v.begin() + 32, v.begin() + 64, 0.0f);
-  v[70] = std::numeric_limits<float>::quiet_NaN();
-  v[ne0 + 5] = std::numeric_limits<float>::infinity();
-  v[2 * ne0 + 40] = -std::numeric_limits<float>::infinity();
-  const std::vector<int64_t> ids = {8, 0, 3, 4, 6};
-  const std::vector<uint8_t> prior =
-      testing::random_bytes(*row_bytes(DType::kQ8_0, ne0) * static_cast<size_t>(rows), rng);
-  auto written = [&](Isa isa) {
-    device().set_isa(isa);
-    SetRowsRun run(device(), DType::kQ8_0, DType::kI64, ne0, rows, n);
+  const size_t row = *row_bytes(type, ne0);
+  const std::vector<uint8_t> prior = testing::random_bytes(row * static_cast<size_t>(rows), rng);
+  const auto n = static_cast<int64_t>(ids.size());
+  auto written = [&](Isa tier) {
+    device.set_isa(tier);
+    SetRowsRun run(device, type, DType::kI64, ne0, rows, n);
     run.dst->buffer->set_tensor(*run.dst, prior.data());
     run.values->buffer->set_tensor(*run.values, v.data());
     run.set_ids(ids);
-    device().compute(run.g.nodes());
+    device.compute(run.g.nodes());
     std::vector<uint8_t> out(run.dst->n_bytes());
     run.dst->buffer->get_tensor(*run.dst, out.data());
     return out;
   };
   std::vector<uint8_t> want = prior;
-  const size_t row = *row_bytes(DType::kQ8_0, ne0);
   for (size_t i = 0; i < ids.size(); ++i) {
-    quantize_row(DType::kQ8_0, v.data() + static_cast<int64_t>(i) * ne0,
-                 want.data() + static_cast<size_t>(ids[i]) * row, ne0);
+    const float* x = v.data() + static_cast<int64_t>(i) * ne0;
+    uint8_t* dst = want.data() + static_cast<size_t>(ids[i]) * row;
+    if (type == DType::kF16) {
+      fp32_to_fp16_row(x, reinterpret_cast<uint16_t*>(dst), ne0);
+    } else {
+      quantize_row(type, x, dst, ne0);
+    }
   }
   EXPECT_EQ(written(Isa::kRef), want) << "seed " << seed;
-  EXPECT_EQ(written(GetParam()), want) << "seed " << seed;
+  EXPECT_EQ(written(isa), want) << "seed " << seed;
+}
+
+TEST_P(SetRowsTest, Q8_0RowsEqualTheReferenceBytes) {
+  const uint32_t seed = fresh_seed();
+  std::mt19937 rng(seed);
+  const int64_t ne0 = 32 * 11;  // 11 blocks: more than one quantizer call
+  std::vector<float> v = random_floats(static_cast<size_t>(ne0 * 5), rng);
+  // Blocks the quantizer must get right too: all zeros, a NaN, infinities.
+  std::fill(v.begin() + 32, v.begin() + 64, 0.0f);
+  v[70] = std::numeric_limits<float>::quiet_NaN();
+  v[ne0 + 5] = std::numeric_limits<float>::infinity();
+  v[2 * ne0 + 40] = -std::numeric_limits<float>::infinity();
+  expect_reference_bytes(device(), GetParam(), DType::kQ8_0, ne0, 9, v, {8, 0, 3, 4, 6}, seed);
 }
 
 TEST_P(SetRowsTest, F16RowsEqualTheReferenceBits) {
   const uint32_t seed = fresh_seed();
   std::mt19937 rng(seed);
-  const int64_t ne0 = 8 * 9 + 5, rows = 7, n = 4;  // a scalar tail after the 8-wide steps
-  std::vector<float> v = random_floats(static_cast<size_t>(ne0 * n), rng);
+  const int64_t ne0 = 8 * 9 + 5;  // a scalar tail after the 8-wide steps
+  std::vector<float> v = random_floats(static_cast<size_t>(ne0 * 4), rng);
   // Values the conversion must round alike: halfway cases, subnormals,
   // overflow, NaN, infinities, signed zero.
   const float special[] = {1.0f + 1.0f / 2048,  1.0f + 3.0f / 2048, 65504.0f, 65520.0f, 1e-7f,
                            -3e-8f, 6.0e-5f, std::numeric_limits<float>::quiet_NaN(),
                            -std::numeric_limits<float>::infinity(), -0.0f};
   std::copy(std::begin(special), std::end(special), v.begin() + 3);
-  const std::vector<int64_t> ids = {6, 0, 2, 5};
-  const std::vector<uint8_t> prior = testing::random_bytes(
-      *row_bytes(DType::kF16, ne0) * static_cast<size_t>(rows), rng);
-  auto written = [&](Isa isa) {
-    device().set_isa(isa);
-    SetRowsRun run(device(), DType::kF16, DType::kI64, ne0, rows, n);
-    run.dst->buffer->set_tensor(*run.dst, prior.data());
-    run.values->buffer->set_tensor(*run.values, v.data());
-    run.set_ids(ids);
-    device().compute(run.g.nodes());
-    std::vector<uint8_t> out(run.dst->n_bytes());
-    run.dst->buffer->get_tensor(*run.dst, out.data());
-    return out;
-  };
-  std::vector<uint8_t> want = prior;
-  for (size_t i = 0; i < ids.size(); ++i) {
-    for (int64_t k = 0; k < ne0; ++k) {
-      const uint16_t h = fp32_to_fp16(v[i * static_cast<size_t>(ne0) + static_cast<size_t>(k)]);
-      std::memcpy(want.data() + (static_cast<size_t>(ids[i]) * static_cast<size_t>(ne0) +
-                                 static_cast<size_t>(k)) * 2,
-                  &h, 2);
-    }
-  }
-  EXPECT_EQ(written(Isa::kRef), want) << "seed " << seed;
-  EXPECT_EQ(written(GetParam()), want) << "seed " << seed;
+  expect_reference_bytes(device(), GetParam(), DType::kF16, ne0, 7, v, {6, 0, 2, 5}, seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, SetRowsTest, ::testing::ValuesIn(testing::tiers()),

@@ -10,29 +10,16 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "tessera/engine.h"
+#include "models/model_test_util.h"
 #include "tessera/error.h"
 
 namespace tessera {
 namespace {
 
-std::string shared_dir() {
-  if (const char* env = std::getenv("TESSERA_SHARED_DIR")) return env;
-  return TESSERA_SHARED_DIR;
-}
-std::string stories() { return shared_dir() + "/models/stories260K.gguf"; }
-// 4 layers, 4 heads of 32 (2 KV heads), rope_freqs: quantized caches fit it.
-std::string llama_fixture() { return shared_dir() + "/fixtures/archs/llama.gguf"; }
-
 using Logits = std::vector<float>;
-
-double nmse(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return num / den;
-}
+using testing::llama_fixture;
+using testing::nmse;
+using testing::stories;
 
 int32_t argmax(std::span<const float> v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());

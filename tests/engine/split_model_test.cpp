@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "models/model_test_util.h"
 #include "runtime/async_device.h"
 #include "tessera/engine.h"
 #include "tessera/error.h"
@@ -16,21 +17,9 @@
 namespace tessera {
 namespace {
 
-std::string shared_dir() {
-  if (const char* env = std::getenv("TESSERA_SHARED_DIR")) return env;
-  return TESSERA_SHARED_DIR;
-}
-std::string stories() { return shared_dir() + "/models/stories260K.gguf"; }
-std::string llama_fixture() { return shared_dir() + "/fixtures/archs/llama.gguf"; }
-
-double nmse(std::span<const float> got, std::span<const float> want) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    num += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    den += double(want[i]) * want[i];
-  }
-  return num / den;
-}
+using testing::llama_fixture;
+using testing::nmse;
+using testing::stories;
 
 struct Rig {
   std::unique_ptr<Runtime> rt = make_runtime(false);

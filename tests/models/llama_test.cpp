@@ -10,6 +10,7 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "models/llama_reference.h"
+#include "models/model_test_util.h"
 #include "tessera/engine.h"
 #include "tessera/error.h"
 #include "tessera/sampler.h"
@@ -17,20 +18,8 @@
 namespace tessera {
 namespace {
 
-std::string shared_dir() {
-  if (const char* env = std::getenv("TESSERA_SHARED_DIR")) return env;
-  return TESSERA_SHARED_DIR;
-}
-std::string stories() { return shared_dir() + "/models/stories260K.gguf"; }
-
-double nmse(std::span<const float> a, const std::vector<double>& ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num += (a[i] - ref[i]) * (a[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  return num / den;
-}
+using testing::nmse;
+using testing::stories;
 
 // "Once upon a time" and "One day" in stories260K's vocabulary (▁Once ▁upon ▁a ▁time,
 // ▁One ▁day), with BOS.
