@@ -63,16 +63,18 @@ class KvCache {
   void seq_keep(int seq);
   // Adds `delta` to the positions of `seq`'s cells in [p0, p1); cells that
   // fall below 0 are removed. Keys are re-rotated (RoPE) before the next
-  // decode: has_shift() and take_shift() tell the engine by how much.
+  // decode: has_shift() and shifts() tell the engine by how much, and it
+  // calls clear_shift() once the keys are rotated.
   void seq_add(int seq, int32_t p0, int32_t p1, int32_t delta);
   // Largest position of `seq`, or -1 when it has no cell.
   int32_t seq_pos_max(int seq) const;
   void clear();
 
   bool has_shift() const { return has_shift_; }
-  // Per row, the position change since the keys were rotated (0 for rows
-  // that did not move), and resets it.
-  void take_shift(std::span<int32_t> shift);
+  // Per row (rows() entries), the position change since the keys were
+  // rotated; 0 for rows that did not move.
+  void shifts(std::span<int32_t> shift) const;
+  void clear_shift();
 
   // Mask rows for batch[begin, end) (padded with rows that see every cell up
   // to n_kv, so padding computes finite values): mask[i * n_kv + j] is 0

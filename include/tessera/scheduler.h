@@ -5,8 +5,9 @@
 // Use: allocate(graph), then write the inputs (tensors flagged kFlagInput,
 // placed in host memory), then compute(), then read the outputs. Or, for a
 // graph run many times (one per shape in the engine): p = plan(graph) once,
-// then compute(*p) after each change of the inputs. Plans share the compute
-// buffers; a plan made before a buffer grew is re-placed at its next compute.
+// then for each run place(*p), write the inputs, compute(*p). Plans share the
+// compute buffers; place() moves a plan made before a buffer grew into the
+// current ones, so it must come before the inputs are written.
 #pragma once
 
 #include <memory>
@@ -50,6 +51,7 @@ class Scheduler {
     Event* copy_event = nullptr;           // recorded after its async copies
     std::vector<Device*> copy_from;        // device of each copy's source
     std::vector<Stream*> copy_from_stream; // its stream (nullptr: none yet)
+    std::vector<uint8_t> copied_async;     // per copy, during compute: queued on the stream
     std::unique_ptr<StreamGraph> prepared;  // the stream's handle for these nodes
   };
 
@@ -64,23 +66,29 @@ class Scheduler {
     GraphAllocator::Stats stats;
   };
   std::unique_ptr<Plan> plan(Graph& graph);
-  void compute(Plan& plan);
+  // Gives the plan's tensors (inputs included) their addresses in the current
+  // compute buffers; nothing to do unless a later plan grew them.
+  void place(Plan& plan);
+  void compute(Plan& plan);  // place()s first when needed
   // Plans made so far (allocate() counts as one): for tests of plan reuse.
   uint64_t plans_made() const { return plans_made_; }
   // Headroom when a compute buffer grows (1.0: exactly the peak).
   void set_growth(double factor) { allocator_.set_growth(factor); }
 
-  const std::vector<Split>& splits() const { return current_->splits; }
-  Device* device_of(const Tensor* t) const;
-  const GraphAllocator::Stats& memory_stats() const { return current_->stats; }
+  // Of the graph of the last allocate() (which must have come first).
+  const std::vector<Split>& splits() const { return current().splits; }
+  const GraphAllocator::Stats& memory_stats() const { return current().stats; }
   // One line per split: device, node count, ops, copied inputs.
-  std::string describe() const { return describe(*current_); }
+  std::string describe() const { return describe(current()); }
+  // The device a tensor of the most recently planned graph was given.
+  Device* device_of(const Tensor* t) const;
   std::string describe(const Plan& plan) const;
 
  private:
   void assign(Graph& graph);
   void split(Graph& graph, Plan& plan);
   void resolve(Plan& plan);
+  const Plan& current() const;
   void compute_splits(Plan& plan);
   bool can_read(const Device& d, const Tensor& t) const;
   BufferType& compute_type(const Tensor& t) const;

@@ -185,6 +185,7 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
                                 cache_->rows());
   Plan& plan = plan_for(n_tokens, n_kv, std::max<int64_t>(token_bucket(n_out), 1));
   last_plan_ = &plan;
+  scheduler_->place(*plan.sched);  // a newer plan may have grown the buffers
   const GraphInputs& in = plan.in;
   auto set = [](Tensor* t, const void* data) {
     if (t->buffer != nullptr) t->buffer->set_tensor(*t, data);
@@ -223,17 +224,26 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
 }
 
 // Keys whose positions moved get rotated by the difference, once, before the
-// next pass: a graph of its own, not kept.
+// next pass: a graph of its own, not kept. The shifts are cleared only once
+// the rotation ran, so a failure leaves them to the next decode.
 void Context::apply_shift() {
+  const int64_t rows = cache_->rows();
   Graph g;
-  Tensor* shift = g.new_tensor(DType::kI32, {cache_->rows()}, "k_shift");
+  Tensor* shift = g.new_tensor(DType::kI32, {rows}, "k_shift");
+  Tensor* all_rows = g.new_tensor(DType::kI32, {rows}, "k_shift_rows");
   shift->flags |= kFlagInput;
-  layers::k_shift(g, model_, cache_->k(), shift);
+  all_rows->flags |= kFlagInput;
+  layers::k_shift(g, model_, cache_->k(), shift, all_rows);
   auto plan = scheduler_->plan(g);
-  i32_.resize(static_cast<size_t>(cache_->rows()));
-  cache_->take_shift(i32_);
+  i32_.resize(static_cast<size_t>(rows));
+  cache_->shifts(i32_);
   shift->buffer->set_tensor(*shift, i32_.data());
+  if (all_rows->buffer != nullptr) {
+    for (int64_t i = 0; i < rows; ++i) i32_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    all_rows->buffer->set_tensor(*all_rows, i32_.data());
+  }
   scheduler_->compute(*plan);
+  cache_->clear_shift();
 }
 
 // ---- Session: sequence 0 of a context -------------------------------------------

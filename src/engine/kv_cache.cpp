@@ -192,13 +192,14 @@ void KvCache::clear() {
   has_shift_ = false;
 }
 
-void KvCache::take_shift(std::span<int32_t> shift) {
+void KvCache::shifts(std::span<int32_t> shift) const {
   TESSERA_CHECK(shift.size() >= static_cast<size_t>(rows()));
-  for (size_t i = 0; i < cells_.size(); ++i) {
-    shift[i] = cells_[i].seqs != 0 ? cells_[i].shift : 0;
-    cells_[i].shift = 0;
-  }
+  for (size_t i = 0; i < cells_.size(); ++i) shift[i] = cells_[i].seqs != 0 ? cells_[i].shift : 0;
   shift[static_cast<size_t>(n_ctx_)] = 0;
+}
+
+void KvCache::clear_shift() {
+  for (Cell& c : cells_) c.shift = 0;
   has_shift_ = false;
 }
 

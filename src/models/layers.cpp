@@ -62,7 +62,8 @@ Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x) {
   return out;
 }
 
-void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Tensor* shift) {
+void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Tensor* shift,
+             Tensor* all_rows) {
   const Hparams& hp = model.hparams();
   const ops::RopeParams rope = rope_params(hp);
   const int64_t d = hp.head_dim;
@@ -74,8 +75,9 @@ void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Ten
     Tensor* keys = ops::view(g, kc, {d, hp.n_head_kv, rows}, {head, kc->nb[1]}, 0);
     Tensor* in = keys;
     if (kc->type != DType::kF32 && kc->type != DType::kF16) {
-      // RoPE reads f32 or f16: others round-trip through f32.
-      in = ops::cpy(g, keys, g.new_tensor(DType::kF32, {d, hp.n_head_kv, rows}));
+      // RoPE reads f32 or f16: other types are gathered into f32 rows first,
+      // a node whose memory is reused once the layer is done.
+      in = ops::reshape(g, ops::get_rows(g, kc, all_rows), {d, hp.n_head_kv, rows});
     }
     Tensor* rotated = ops::rope(g, in, shift, model.layers()[il].rope_freqs, rope);
     g.expand(ops::cpy(g, rotated, keys));

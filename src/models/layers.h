@@ -34,7 +34,9 @@ namespace tessera::layers {
 
 // Re-rotates every row of the cached keys by shift (i32 [rows]: the change
 // of each row's position), for a sequence whose positions moved (seq_add).
+// all_rows (i32 [rows], 0..rows-1) gathers quantized keys into f32 first.
 // Expands the writes back into the cache onto `g`.
-void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Tensor* shift);
+void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Tensor* shift,
+             Tensor* all_rows);
 
 }  // namespace tessera::layers

@@ -201,10 +201,25 @@ GraphAllocator::Stats GraphAllocator::allocate(std::span<Tensor* const> nodes,
     if (buffer == nullptr || buffer->size() < planner.peak()) {
       const size_t want = std::max<size_t>(
           planner.peak(), static_cast<size_t>(static_cast<double>(planner.peak()) * growth_));
-      buffer.reset();  // free the old one before asking for the larger
-      buffer = type->allocate(want);
-      buffer->set_usage(BufferUsage::kCompute);
+      // Free the old one before asking for the larger. Plans placed in it are
+      // stale from here on, whether or not the new one comes.
+      const size_t old_size = buffer != nullptr ? buffer->size() : 0;
+      buffer.reset();
       generation_ += 1;
+      try {
+        buffer = type->allocate(want);
+      } catch (...) {
+        // Out of memory: back to a buffer of the old size, so that the plans
+        // that fitted before still run (after placing again).
+        if (old_size > 0) {
+          buffer = type->allocate(old_size);
+          buffer->set_usage(BufferUsage::kCompute);
+        } else {
+          buffers_.erase(type);
+        }
+        throw;
+      }
+      buffer->set_usage(BufferUsage::kCompute);
     }
     stats.peak = std::max(stats.peak, planner.peak());
   }
@@ -223,8 +238,12 @@ GraphAllocator::Stats GraphAllocator::allocate(std::span<Tensor* const> nodes,
 void GraphAllocator::place(std::span<const Placement> placed) {
   for (const Placement& p : placed) {
     if (p.type == nullptr) continue;
+    auto it = buffers_.find(p.type);
+    TESSERA_CHECK(it != buffers_.end() && it->second != nullptr,
+                  "no compute buffer of type {} to place {} in", p.type->name(),
+                  p.tensor->describe());
     p.tensor->data = nullptr;
-    buffers_.at(p.type)->place(*p.tensor, p.offset);
+    it->second->place(*p.tensor, p.offset);
   }
   for (const Placement& p : placed) {
     if (p.type != nullptr) continue;

@@ -233,6 +233,7 @@ void Scheduler::resolve(Plan& plan) {
   // Producers' streams exist once every split has one.
   for (Split& s : plan.splits) {
     s.copy_from_stream.clear();
+    s.copied_async.assign(s.copies.size(), 0);
     for (Device* from : s.copy_from) {
       auto it = from != nullptr ? streams_.find(from) : streams_.end();
       s.copy_from_stream.push_back(it == streams_.end() ? nullptr : it->second.get());
@@ -263,18 +264,26 @@ std::unique_ptr<Scheduler::Plan> Scheduler::plan(Graph& graph) {
 
 void Scheduler::allocate(Graph& graph) { current_ = plan(graph); }
 
+const Scheduler::Plan& Scheduler::current() const {
+  TESSERA_CHECK(current_ != nullptr, "the scheduler was asked about its plan before allocate()");
+  return *current_;
+}
+
+void Scheduler::place(Plan& plan) {
+  if (plan.generation == allocator_.generation()) return;
+  // A later plan grew the buffers: same offsets, new addresses.
+  allocator_.place(plan.placements);
+  plan.generation = allocator_.generation();
+  for (Split& s : plan.splits) s.prepared = s.stream->prepare(s.nodes);
+}
+
 void Scheduler::compute() {
   TESSERA_CHECK(current_ != nullptr, "compute() before allocate()");
   compute(*current_);
 }
 
 void Scheduler::compute(Plan& plan) {
-  if (plan.generation != allocator_.generation()) {
-    // A later plan grew the buffers: same offsets, new addresses.
-    allocator_.place(plan.placements);
-    plan.generation = allocator_.generation();
-    for (Split& s : plan.splits) s.prepared = s.stream->prepare(s.nodes);
-  }
+  place(plan);
   try {
     compute_splits(plan);
   } catch (...) {
@@ -291,7 +300,6 @@ void Scheduler::compute(Plan& plan) {
 }
 
 void Scheduler::compute_splits(Plan& plan) {
-  // Devices whose last split recorded its event in this run.
   for (Split& s : plan.splits) {
     Stream& stream = *s.stream;
     bool read_async = false;
@@ -310,10 +318,12 @@ void Scheduler::compute_splits(Plan& plan) {
           if (earlier.device == from) produced = earlier.event;
         }
       }
+      s.copied_async[i] = 0;
       if (produced != nullptr) {
         stream.wait(*produced);
         if (stream.copy_tensor_async(src, *copy)) {
           read_async = true;
+          s.copied_async[i] = 1;
           continue;
         }
       }
@@ -325,9 +335,7 @@ void Scheduler::compute_splits(Plan& plan) {
     if (read_async) {
       stream.record(*s.copy_event);
       for (size_t i = 0; i < s.copies.size(); ++i) {
-        if (s.copy_from_stream[i] != nullptr && s.copy_from[i] != s.device) {
-          s.copy_from_stream[i]->wait(*s.copy_event);
-        }
+        if (s.copied_async[i] != 0) s.copy_from_stream[i]->wait(*s.copy_event);
       }
     }
     if (s.prepared != nullptr) {

@@ -187,6 +187,12 @@ double shifted_against_fresh(const Model& model, DType type, int32_t p0, int32_t
   batch.clear();
   batch.add_sequence(tokens, p0, 0);
   ctx.decode(batch);
+  // A one-token pass, undone: the pass after the shift reuses its plan,
+  // made before the shift's own graph (which may grow the buffers).
+  batch.clear();
+  batch.add(next, p0 + static_cast<int32_t>(tokens.size()), {0}, true);
+  ctx.decode(batch);
+  ctx.cache().seq_rm(0, p0 + static_cast<int32_t>(tokens.size()), -1);
   ctx.cache().seq_add(0, 0, -1, delta);
   EXPECT_TRUE(ctx.cache().has_shift());
   EXPECT_EQ(ctx.cache().seq_pos_max(0), at_next - 1);
@@ -301,6 +307,28 @@ TEST(ContextCacheTypes, ShiftingAQuantizedCacheRoundTripsThroughF32) {
   EXPECT_LT(shifted_against_fresh(*model, DType::kQ8_0, 0, 5), 2e-3);
   // f16 on the same model, for scale (measured ~6e-7).
   EXPECT_LT(shifted_against_fresh(*model, DType::kF16, 0, 5), 1e-5);
+}
+
+TEST_F(ContextTest, APlanMadeBeforeTheBuffersGrewComputesLikeANewOne) {
+  // Shape A (one token), then a 100-token pass that grows the compute
+  // buffers, then shape A again: its tensors (inputs included) must move to
+  // the new buffers before its inputs are written.
+  std::vector<int32_t> long_prompt;
+  for (int i = 0; i < 100; ++i) long_prompt.push_back(260 + (i * 7) % 240);
+  const int32_t t = 432;
+  Session s(*model_, {.n_ctx = 256});
+  s.decode(std::vector<int32_t>{1, 403, 407});
+  s.decode(std::span(&t, 1));
+  s.reset();
+  s.decode(long_prompt);
+  const auto got = s.decode(std::span(&t, 1));
+  const uint64_t plans = s.context().plans_built();
+
+  Session fresh(*model_, {.n_ctx = 256});
+  fresh.decode(long_prompt);
+  const auto want = fresh.decode(std::span(&t, 1));
+  EXPECT_LT(nmse(got, want), kBatchedNmse);
+  EXPECT_EQ(plans, 3u);  // (3 tokens), (1 token), (100 tokens): the last pass reused (1 token)
 }
 
 TEST_F(ContextTest, APlanIsBuiltOncePerShape) {

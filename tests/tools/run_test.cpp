@@ -89,7 +89,8 @@ TEST(RunTest, CacheTypesAndDevicesAreCheckedByName) {
   EXPECT_NE(r.err.find("[--cache-type-k q9_9] unknown cache type"), std::string::npos) << r.err;
   r = run_command(tessera("run " + model() + " -p hi -ctv q8_0"));  // head size 8
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("head size (8)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("[--cache-type-v q8_0] needs the model's head size (8)"), std::string::npos)
+      << r.err;
   r = run_command(tessera("run " + model() + " -p hi -ctk f32 -ctv bf16 -n 4 --temp 0"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = run_command(tessera("run " + model() + " -p hi --device CUDA0"));

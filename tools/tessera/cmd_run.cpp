@@ -156,7 +156,8 @@ int run_parallel(const RunFlags& f, const LoadedModel& lm, const std::string& pr
   std::vector<Seq> seqs(static_cast<size_t>(n_seq));
   for (int s = 0; s < n_seq; ++s) {
     SamplerParams sp = p.sampling;
-    if (f.seed >= 0) sp.seed = static_cast<uint32_t>(f.seed + s);
+    // Seed + i, wrapping below 0xFFFFFFFF (the "random" value).
+    if (f.seed >= 0) sp.seed = static_cast<uint32_t>((f.seed + s) % 0xFFFFFFFF);
     seqs[static_cast<size_t>(s)].sampler = std::make_unique<Sampler>(sp, ctx.n_ctx());
     for (TokenId t : p.tokens) seqs[static_cast<size_t>(s)].sampler->accept(t);
     seqs[static_cast<size_t>(s)].pos = n_prompt;
@@ -221,6 +222,7 @@ int run(const RunFlags& f) {
                                         .n_batch = co.n_batch,
                                         .type_k = co.type_k,
                                         .type_v = co.type_v});
+  check_cache_types(*lm.model, f.cache_types);
   return f.n_parallel == 1 ? run_one(f, lm, prompt) : run_parallel(f, lm, prompt);
 }
 

@@ -65,6 +65,20 @@ DType cache_type(const std::string& flag, const std::string& value) {
        value, known);
 }
 
+void check_cache_types(const Model& model, const CacheTypeFlags& flags) {
+  const int64_t head = model.hparams().head_dim;
+  for (const auto& [flag, value] : {std::pair{"--cache-type-k", &flags.k},
+                                    std::pair{"--cache-type-v", &flags.v}}) {
+    const DTypeInfo& info = dtype_info(cache_type(flag, *value));
+    if (head % info.block_size != 0) {
+      fail(ErrorCategory::kInvalidArgument,
+           "[{} {}] needs the model's head size ({}) to be a multiple of its block size {}; "
+           "f16, bf16 and f32 always fit",
+           flag, *value, head, info.block_size);
+    }
+  }
+}
+
 LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Runtime> runtime = make_runtime();

@@ -45,6 +45,9 @@ struct CacheTypeFlags {
 };
 void add_cache_type_flags(CLI::App& cmd, CacheTypeFlags& flags);
 DType cache_type(const std::string& flag, const std::string& value);
+// Each cache type's block size must divide the model's head size; the error
+// names the flag.
+void check_cache_types(const Model& model, const CacheTypeFlags& flags);
 
 // Milliseconds since `start`.
 inline double ms_since(std::chrono::steady_clock::time_point start) {
