@@ -40,7 +40,6 @@ class Graph {
 
   std::span<Tensor* const> nodes() const { return nodes_; }
   std::span<Tensor* const> leafs() const { return leafs_; }
-  size_t tensor_count() const { return arena_.size(); }
 
  private:
   void visit(Tensor* t);

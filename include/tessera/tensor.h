@@ -94,7 +94,6 @@ constexpr bool is_view_op(Op op) {
 enum TensorFlag : uint32_t {
   kFlagInput = 1u << 0,   // set by the caller before each compute
   kFlagOutput = 1u << 1,  // read by the caller after compute: never overwritten
-  kFlagWeight = 1u << 2,  // model parameter, lives in a weights buffer
 };
 
 struct Tensor {

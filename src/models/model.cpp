@@ -67,7 +67,6 @@ class FileTensors final : public TensorLoader {
            file_.name(), name, dtype_name(info->type));
     }
     Tensor* t = arena_.new_tensor(info->type, shape, name);
-    t->flags |= kFlagWeight;
     return t;
   }
 
@@ -127,7 +126,6 @@ void Model::place_weights(const ModelOptions& options) {
       if (it == rope_copies.end()) {
         Tensor* copy = weights_.new_tensor(w_.rope_freqs->type, {w_.rope_freqs->ne[0]},
                                            w_.rope_freqs->name);
-        copy->flags |= kFlagWeight;
         rope_copies.emplace_back(l.device, copy);
         plan.emplace_back(copy, l.device);
         it = rope_copies.end() - 1;

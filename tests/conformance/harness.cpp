@@ -188,6 +188,7 @@ void round_to_type(const Tensor& node, std::vector<double>& v) {
 
 struct Leaf {
   Tensor* t;
+  bool weight;  // placed in the device's weights buffer type
   std::vector<uint8_t> bytes;
   std::vector<float> values;  // dequantized bytes, for quantized leaves
 };
@@ -231,7 +232,7 @@ class CaseRun {
                   c.name);
     std::mt19937 rng(seed);
     for (const auto& [t, gen] : cg.inputs()) {
-      Leaf leaf{t, {}, std::vector<float>(static_cast<size_t>(t->n_elements()))};
+      Leaf leaf{t, cg.is_weight(t), {}, std::vector<float>(static_cast<size_t>(t->n_elements()))};
       gen(rng, leaf.values);
       leaf.bytes = encode(*t, leaf.values, rng);
       if (dtype_info(t->type).quantized) {
@@ -298,7 +299,7 @@ class CaseRun {
   void place(Device& d) {
     std::map<BufferType*, std::vector<Tensor*>> groups;
     for (const Leaf& l : leaves_) {
-      BufferType& bt = l.t->has_flag(kFlagWeight) ? d.weights_buffer_type() : d.buffer_type();
+      BufferType& bt = l.weight ? d.weights_buffer_type() : d.buffer_type();
       groups[&bt].push_back(l.t);
     }
     for (Tensor* n : g_.nodes()) {
@@ -470,7 +471,7 @@ Tensor* CaseGraph::input(DType type, std::initializer_list<int64_t> ne, Gen gen)
 
 Tensor* CaseGraph::weight(DType type, std::initializer_list<int64_t> ne, Gen gen) {
   Tensor* t = input(type, ne, std::move(gen));
-  t->flags |= kFlagWeight;
+  weights_.push_back(t);
   return t;
 }
 
@@ -490,16 +491,34 @@ Tensor* strided_input(CaseGraph& c, DType type, std::array<int64_t, kMaxDims> ne
   return ops::view(c.g(), t, {ne[0], ne[1], ne[2], ne[3]}, {t->nb[1], t->nb[2], t->nb[3]}, 0);
 }
 
+// What each backend claims to run. A target must run some of the cases it
+// claims in each test (refusing them all fails), and must not run a case it
+// does not claim (the claim is then out of date).
+bool claims(const Target& target, const Tensor& node) {
+  if (target.device.starts_with("CPU")) return true;  // every op of SPEC.md §2
+  if (target.device.starts_with("BLAS")) {
+    return node.op == Op::kMulMat &&
+           (node.src[0]->type == DType::kF32 || node.src[0]->type == DType::kF16);
+  }
+  ADD_FAILURE() << "the conformance harness has no claims for " << target.device;
+  return false;
+}
+
 void run_cases(const Target& target, const std::vector<Case>& cases, const Naive& naive) {
   Device& dev = runtime().device(target.device);
-  int run = 0, skipped = 0;
+  int run = 0, skipped = 0, claimed = 0;
   std::string first_skip;
   for (const Case& c : cases) {
     const uint32_t seed = next_seed();
     SCOPED_TRACE(fmt::format("case {} on {}, seed {} (TESSERA_TEST_SEED={} replays it)", c.name,
                              target.name(), seed, seed));
     CaseRun actual(c, seed);
+    const bool claim = claims(target, actual.node());
+    claimed += claim ? 1 : 0;
     const std::string why = actual.unsupported(dev);
+    if (why.empty() && !claim) {
+      ADD_FAILURE() << target.name() << " runs " << c.name << ", which it does not claim";
+    }
     if (!why.empty()) {
       if (target.is_reference()) {
         ADD_FAILURE() << "the CPU ref tier must support every case; it refuses " << why;
@@ -532,8 +551,11 @@ void run_cases(const Target& target, const std::vector<Case>& cases, const Naive
   auto& counts = tally().counts[target.name()];
   counts.first += run;
   counts.second += skipped;
-  if (run == 0 && skipped > 0) {
-    GTEST_SKIP() << target.name() << " supports none of these cases, e.g. " << first_skip;
+  if (run == 0 && claimed > 0) {
+    ADD_FAILURE() << target.name() << " claims " << claimed
+                  << " of these cases and supports none, e.g. " << first_skip;
+  } else if (run == 0 && skipped > 0) {
+    GTEST_SKIP() << target.name() << " claims none of these cases";
   }
   if (skipped > 0) {
     std::cout << fmt::format("[conformance] {} skipped {} of {} cases, e.g. {}\n", target.name(),

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -74,10 +75,14 @@ class CaseGraph {
   // An input placed in the device's weights buffer type (may be repacked).
   Tensor* weight(DType type, std::initializer_list<int64_t> ne, Gen gen = uniform());
   const std::vector<std::pair<Tensor*, Gen>>& inputs() const { return inputs_; }
+  bool is_weight(const Tensor* t) const {
+    return std::find(weights_.begin(), weights_.end(), t) != weights_.end();
+  }
 
  private:
   Graph& g_;
   std::vector<std::pair<Tensor*, Gen>> inputs_;
+  std::vector<const Tensor*> weights_;
 };
 
 // Element values of a case's inputs (leaves and views of them) as uploaded.

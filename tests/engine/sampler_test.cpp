@@ -24,7 +24,9 @@ int32_t argmax(const std::vector<float>& v) {
 }
 
 TEST(SamplerTest, ZeroTemperatureIsGreedy) {
-  const auto logits = random_logits(1000, std::random_device{}());
+  const uint32_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "logits seed " << seed);
+  const auto logits = random_logits(1000, seed);
   Sampler s({.temp = 0.0f});
   EXPECT_EQ(s.sample(logits), argmax(logits));
   Sampler k1({.temp = 1.0f, .top_k = 1});

@@ -6,6 +6,7 @@
 //   TESSERA_WRITE_FUZZ_SEEDS=fuzz/corpus/fuzz_gguf build/<dir>/tests/gguf_test
 //     --gtest_filter='GgufFuzzCorpus.*'
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
@@ -136,15 +137,30 @@ TEST(GgufFuzzCorpus, SeedsAreSmallAndValid) {
   }
 }
 
-TEST(GgufFuzzCorpus, WriteSeedsWhenAsked) {
-  const char* dir = std::getenv("TESSERA_WRITE_FUZZ_SEEDS");
-  if (dir == nullptr || *dir == '\0') GTEST_SKIP() << "TESSERA_WRITE_FUZZ_SEEDS is not set";
+// Writes the seeds to TESSERA_WRITE_FUZZ_SEEDS (to refresh fuzz/corpus) or,
+// unset, to a temporary folder; either way each file read back is the seed
+// and parses.
+TEST(GgufFuzzCorpus, SeedsWrittenToAFolderReadBackAndParse) {
+  const char* env = std::getenv("TESSERA_WRITE_FUZZ_SEEDS");
+  const bool keep = env != nullptr && *env != '\0';
+  const fs::path dir = keep ? fs::path(env)
+                            : fs::temp_directory_path() /
+                                  ("tessera-fuzz-seeds-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  for (const auto& [name, bytes] : seeds()) {
-    std::ofstream out(fs::path(dir) / name, std::ios::binary);
+  const auto made = seeds();
+  ASSERT_FALSE(made.empty());
+  for (const auto& [name, bytes] : made) {
+    std::ofstream out(dir / name, std::ios::binary);
     out.write(reinterpret_cast<const char*>(bytes.data()),
               static_cast<std::streamsize>(bytes.size()));
   }
+  for (const auto& [name, bytes] : made) {
+    SCOPED_TRACE(name);
+    const std::vector<uint8_t> back = read_file(dir / name);
+    EXPECT_EQ(back, bytes);
+    EXPECT_NO_THROW(parse(back));
+  }
+  if (!keep) fs::remove_all(dir);
 }
 
 TEST(GgufFuzzCorpus, CommittedInputsAreHandled) {

@@ -6,14 +6,18 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 
 #include "backends/cpu/cpu_backend.h"
 #include "models/llama_reference.h"
 #include "models/model_test_util.h"
 #include "tessera/engine.h"
 #include "tessera/error.h"
+#include "tessera/perplexity.h"
 #include "tessera/sampler.h"
+#include "tessera/tokenizer.h"
 
 namespace tessera {
 namespace {
@@ -116,6 +120,43 @@ TEST_F(LlamaTest, ContextOverflowAndBadTokensAreErrors) {
   EXPECT_THROW(s.decode(std::vector<int32_t>{1, 512}), Error);
   EXPECT_THROW(s.decode(std::vector<int32_t>{-1}), Error);
   EXPECT_NO_THROW(s.decode(std::vector<int32_t>(8, 1)));
+}
+
+// Perplexity of stories260K on tests/data/story.txt at a context of 128, as
+// `tessera perplexity -c 128` prints it (tests/tools/run_test.cpp checks the
+// CLI prints this value).
+constexpr double kStoryPpl128 = 3.8552;
+
+TEST_F(LlamaTest, PerplexityMatchesThePlainForwardPass) {
+  std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/data/story.txt", std::ios::binary);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const Tokenizer tok = Tokenizer::from_gguf(model_->file());
+  const std::vector<int32_t> tokens = tok.tokenize(text, /*add_special=*/true);
+  constexpr int64_t kCtx = 128;
+  const PerplexityResult r = perplexity(*model_, tokens, {.n_ctx = kCtx, .bos = tok.bos()});
+
+  // The same chunks through the double-precision forward pass.
+  double nll = 0;
+  int64_t scored = 0;
+  for (int64_t c = 0; c < static_cast<int64_t>(tokens.size()) / kCtx; ++c) {
+    testing::LlamaReference ref(model_->file());
+    for (int64_t i = 0; i < kCtx - 1; ++i) {
+      const int32_t t = i == 0 ? tok.bos() : tokens[static_cast<size_t>(c * kCtx + i)];
+      const std::vector<double> logits = ref.step(t);
+      if (i < kCtx / 2) continue;
+      const double mx = *std::max_element(logits.begin(), logits.end());
+      double sum = 0;
+      for (double l : logits) sum += std::exp(l - mx);
+      nll -= logits[static_cast<size_t>(tokens[static_cast<size_t>(c * kCtx + i + 1)])] - mx -
+             std::log(sum);
+      scored += 1;
+    }
+  }
+  EXPECT_EQ(r.scored, scored);
+  // f16 keys and values and f32 sums against double: the mean NLL agrees to
+  // a few parts in 10^4.
+  EXPECT_NEAR(r.ppl, std::exp(nll / double(scored)), 1e-3 * r.ppl);
+  EXPECT_NEAR(r.ppl, kStoryPpl128, 1e-4);
 }
 
 // ---- loader errors: each names what is wrong -------------------------------------

@@ -73,9 +73,6 @@ class CpuDevice final : public Device {
  private:
   int threads_for(const Tensor& node) const;
 
- public:
-
- private:
   CpuBackend& backend_;
   std::string description_;
   Isa isa_;
