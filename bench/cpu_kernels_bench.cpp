@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "backends/cpu/host_memory.h"
+#include "runtime/host/host_memory.h"
 #include "backends/cpu/isa.h"
 #include "probes.h"
 #include "tessera/graph.h"
@@ -38,10 +38,10 @@ constexpr int64_t kProbeRounds = int64_t{1} << 20;  // FMA / dpbusd rounds per c
 // Anonymous memory, as host buffers hold it; first touched here.
 struct HostBlock {
   explicit HostBlock(size_t n)
-      : bytes(n), p(static_cast<uint8_t*>(cpu::host_allocate(n, 64, "bench"))) {
+      : bytes(n), p(static_cast<uint8_t*>(host::host_allocate(n, 64, "bench"))) {
     std::memset(p, 0x5a, n);
   }
-  ~HostBlock() { cpu::host_release(p, bytes); }
+  ~HostBlock() { host::host_release(p, bytes); }
   size_t bytes;
   uint8_t* p;
 };

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <map>
 
-#include "backends/cpu/host_memory.h"
+#include "runtime/host/host_memory.h"
 #include "tessera/error.h"
 
 namespace tessera {
@@ -102,14 +102,14 @@ class CountingVirtual final : public VirtualMemory {
     unreserved = true;
     host_.unreserve(addr, bytes);
   }
-  cpu::HostVirtualMemory host_;
+  host::HostVirtualMemory host_;
   int reserves = 0, commits = 0;
   size_t committed = 0;
   bool unreserved = false;
 };
 
 TEST(VirtualPoolTest, GrowsByGranularityChunksAtTheEnd) {
-  const size_t g = cpu::page_size();
+  const size_t g = host::page_size();
   CountingVirtual vm(g);
   {
     VirtualPool pool(vm, 64 * g);
@@ -144,8 +144,8 @@ TEST(VirtualPoolTest, GrowsByGranularityChunksAtTheEnd) {
 }
 
 TEST(VirtualPoolTest, OutOfOrderFreeIsCaught) {
-  CountingVirtual vm(cpu::page_size());
-  VirtualPool pool(vm, 16 * cpu::page_size());
+  CountingVirtual vm(host::page_size());
+  VirtualPool pool(vm, 16 * host::page_size());
   PoolBlock a = pool.alloc(100);
   PoolBlock b = pool.alloc(100);
   EXPECT_THROW(pool.free(a), Error);  // b is on top
@@ -154,7 +154,7 @@ TEST(VirtualPoolTest, OutOfOrderFreeIsCaught) {
 }
 
 TEST(VirtualPoolTest, LimitIsAnErrorNamingTheDevice) {
-  const size_t g = cpu::page_size();
+  const size_t g = host::page_size();
   CountingVirtual vm(g);
   VirtualPool pool(vm, 4 * g);
   PoolBlock a = pool.alloc(3 * g);
@@ -171,10 +171,10 @@ TEST(VirtualPoolTest, LimitIsAnErrorNamingTheDevice) {
 }
 
 TEST(VirtualPoolTest, HugePageGranularity) {
-  CountingVirtual vm(cpu::kHugePageSize);
-  VirtualPool pool(vm, 4 * cpu::kHugePageSize);
+  CountingVirtual vm(host::kHugePageSize);
+  VirtualPool pool(vm, 4 * host::kHugePageSize);
   PoolBlock a = pool.alloc(1000);
-  EXPECT_EQ(vm.committed, cpu::kHugePageSize);
+  EXPECT_EQ(vm.committed, host::kHugePageSize);
   std::memset(a.ptr, 7, a.size);
   pool.free(a);
 }

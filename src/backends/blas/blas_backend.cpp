@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "backends/cpu/host_memory.h"
+#include "runtime/host/host_memory.h"
 #include "tessera/error.h"
 #include "tessera/half.h"
 
@@ -16,8 +16,8 @@ namespace {
 class BlasBuffer final : public Buffer {
  public:
   BlasBuffer(BufferType& type, size_t size)
-      : Buffer(type, cpu::host_allocate(size, 64, type.device().name()), size) {}
-  ~BlasBuffer() override { cpu::host_release(base(), size()); }
+      : Buffer(type, host::host_allocate(size, 64, type.device().name()), size) {}
+  ~BlasBuffer() override { host::host_release(base(), size()); }
 
   void clear(uint8_t value) override { std::memset(base(), value, size()); }
 
@@ -141,7 +141,7 @@ BlasDevice::BlasDevice(BlasBackend& backend)
       weights_type_(*this) {}
 
 MemoryInfo BlasDevice::memory() const {
-  return {cpu::host_free_bytes(), cpu::host_total_bytes()};
+  return {host::host_free_bytes(), host::host_total_bytes()};
 }
 
 Backend& BlasDevice::backend() const { return backend_; }

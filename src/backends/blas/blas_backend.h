@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/cpu/host_buffer.h"
+#include "runtime/host/host_buffer.h"
 #include "tessera/buffer.h"
 #include "tessera/device.h"
 #include "tessera/stream.h"
@@ -57,7 +57,7 @@ class BlasDevice final : public Device {
  private:
   BlasBackend& backend_;
   std::string description_;
-  cpu::HostBufferType host_type_;
+  host::HostBufferType host_type_;
   BlasBufferType weights_type_;
 };
 

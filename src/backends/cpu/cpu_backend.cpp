@@ -37,8 +37,8 @@ class CpuStream final : public Stream {
 // Scratch address space: what the machine has free at start, reserved
 // once; only what ops use is ever committed.
 size_t scratch_limit() {
-  const size_t free = host_free_bytes();
-  return free > kHugePageSize ? free / kHugePageSize * kHugePageSize : kHugePageSize;
+  const size_t free = host::host_free_bytes();
+  return free > host::kHugePageSize ? free / host::kHugePageSize * host::kHugePageSize : host::kHugePageSize;
 }
 
 }  // namespace
@@ -63,7 +63,7 @@ CpuDevice::CpuDevice(CpuBackend& backend, int n_threads)
       buffer_type_(*this, "CPU"),
       weights_type_(*this, "CPU_Repack"),
       pool_(n_threads > 0 ? n_threads : physical_core_count()),
-      scratch_memory_("CPU0", page_size()),
+      scratch_memory_("CPU0", host::page_size()),
       scratch_(scratch_memory_, scratch_limit()) {}
 
 void CpuDevice::set_isa(Isa isa) {
@@ -78,7 +78,7 @@ void CpuDevice::set_isa(Isa isa) {
   fail(ErrorCategory::kUnsupported, "[CPU0] this CPU cannot run the {} tier", isa_name(isa));
 }
 
-MemoryInfo CpuDevice::memory() const { return {host_free_bytes(), host_total_bytes()}; }
+MemoryInfo CpuDevice::memory() const { return {host::host_free_bytes(), host::host_total_bytes()}; }
 
 DeviceCaps CpuDevice::caps() const {
   return {.async = false, .host_buffer = false, .buffer_from_host_ptr = false, .events = true};

@@ -7,8 +7,8 @@
 #include <mutex>
 #include <string>
 
-#include "backends/cpu/host_buffer.h"
-#include "backends/cpu/host_memory.h"
+#include "runtime/host/host_buffer.h"
+#include "runtime/host/host_memory.h"
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/repack.h"
@@ -77,10 +77,10 @@ class CpuDevice final : public Device {
   std::string description_;
   Isa isa_;
   const Kernels* kernels_;  // the table of isa_
-  HostBufferType buffer_type_;
+  host::HostBufferType buffer_type_;
   CpuWeightsBufferType weights_type_;
   ThreadPool pool_;
-  HostVirtualMemory scratch_memory_;
+  host::HostVirtualMemory scratch_memory_;
   VirtualPool scratch_;
   std::mutex compute_mutex_;  // one graph at a time on the pool and scratch
   size_t min_work_per_thread_ = 32 * 1024;

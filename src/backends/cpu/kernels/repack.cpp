@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/host_memory.h"
+#include "runtime/host/host_memory.h"
 #include "backends/cpu/ops/op.h"
 #include "core/quants.h"
 #include "tessera/device.h"
@@ -86,9 +86,9 @@ void transfer(const PanelLayout& l, uint8_t* panels, uint8_t* flat, size_t offse
 class CpuWeightsBuffer final : public Buffer {
  public:
   CpuWeightsBuffer(BufferType& type, size_t size)
-      : Buffer(type, host_allocate(size, CpuWeightsBufferType::kAlignment, type.device().name()),
+      : Buffer(type, host::host_allocate(size, CpuWeightsBufferType::kAlignment, type.device().name()),
                size) {}
-  ~CpuWeightsBuffer() override { host_release(base(), size()); }
+  ~CpuWeightsBuffer() override { host::host_release(base(), size()); }
 
   void clear(uint8_t value) override { std::memset(base(), value, size()); }
 

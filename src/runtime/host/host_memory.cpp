@@ -1,4 +1,4 @@
-#include "backends/cpu/host_memory.h"
+#include "runtime/host/host_memory.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "tessera/error.h"
 
-namespace tessera::cpu {
+namespace tessera::host {
 namespace {
 
 size_t meminfo_bytes(std::string_view key) {
@@ -99,4 +99,4 @@ void HostVirtualMemory::decommit(void* addr, size_t bytes) {
 
 void HostVirtualMemory::unreserve(void* addr, size_t bytes) { munmap(addr, bytes); }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::host

@@ -1,11 +1,11 @@
-#include "backends/cpu/host_buffer.h"
+#include "runtime/host/host_buffer.h"
 
 #include <cstring>
 
-#include "backends/cpu/host_memory.h"
+#include "runtime/host/host_memory.h"
 #include "tessera/device.h"
 
-namespace tessera::cpu {
+namespace tessera::host {
 
 std::unique_ptr<Buffer> HostBufferType::allocate(size_t bytes) {
   return std::make_unique<HostBuffer>(*this, bytes);
@@ -32,4 +32,4 @@ void HostBuffer::read(const Tensor& t, void* dst, size_t offset, size_t size) co
   std::memcpy(dst, static_cast<const uint8_t*>(t.data) + offset, size);
 }
 
-}  // namespace tessera::cpu
+}  // namespace tessera::host

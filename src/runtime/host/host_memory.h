@@ -7,7 +7,7 @@
 
 #include "tessera/pool.h"
 
-namespace tessera::cpu {
+namespace tessera::host {
 
 // Bytes the kernel says are available now (MemAvailable) and in total.
 size_t host_free_bytes();
@@ -49,4 +49,4 @@ class HostVirtualMemory final : public VirtualMemory {
 size_t page_size();
 inline constexpr size_t kHugePageSize = 2u << 20;
 
-}  // namespace tessera::cpu
+}  // namespace tessera::host

@@ -6,7 +6,7 @@
 
 #include "tessera/buffer.h"
 
-namespace tessera::cpu {
+namespace tessera::host {
 
 class HostBufferType final : public BufferType {
  public:
@@ -38,4 +38,4 @@ class HostBuffer final : public Buffer {
   void read(const Tensor& t, void* dst, size_t offset, size_t size) const override;
 };
 
-}  // namespace tessera::cpu
+}  // namespace tessera::host
