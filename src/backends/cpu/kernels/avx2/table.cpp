@@ -5,11 +5,7 @@
 
 #include "backends/cpu/kernels/avx2/avx2.h"
 #include "backends/cpu/kernels/avx2/vec.h"
-#include "backends/cpu/kernels/x86/attn.h"
-#include "backends/cpu/kernels/x86/float_mat.h"
-#include "backends/cpu/kernels/x86/norm.h"
-#include "backends/cpu/kernels/x86/quantize.h"
-#include "backends/cpu/kernels/x86/row_dot.h"
+#include "backends/cpu/kernels/x86/table.h"
 
 namespace tessera::cpu {
 namespace {
@@ -27,35 +23,9 @@ struct DotMaddubs {
   }
 };
 
-constexpr int kTileRows = 2, kTileCols = 4, kRowCols = 4;
-
-template <class Fmt>
-void legacy(const MatArgs& a) {
-  RowDot<LegacyRow<DotMaddubs, Fmt>::template Fn, kRowCols>::run(a);
-}
-
 }  // namespace
 
-extern const Kernels kAvx2Kernels{
-    .isa = Isa::kAvx2,
-    .quantize_q8 = quantize_q8<Vec>,
-    .quantize_q8_k = quantize_q8_k<Vec>,
-    .to_f16 = to_f16_row,
-    .f32 = {FloatTiles<Vec, LoadF32<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},
-    .f16 = {FloatTiles<Vec, LoadF16<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},
-    .bf16 = {FloatTiles<Vec, LoadBF16<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},
-    .q4_0 = {legacy<FmtQ4_0>, ActFormat::kQ8},
-    .q4_1 = {legacy<FmtQ4_1>, ActFormat::kQ8},
-    .q5_0 = {legacy<FmtQ5_0>, ActFormat::kQ8},
-    .q5_1 = {legacy<FmtQ5_1>, ActFormat::kQ8},
-    .q8_0 = {legacy<FmtQ8_0>, ActFormat::kQ8},
-    .q4_k = {RowDot<Q4KRow<DotMaddubs>::template Fn, kRowCols>::run, ActFormat::kQ8K},
-    .q6_k = {RowDot<Q6KRow<DotMaddubs>::template Fn, kRowCols>::run, ActFormat::kQ8K},
-    .q4_0_panel = {avx2::mat_q4_0_panel, ActFormat::kQ8},
-    .q8_0_panel = {avx2::mat_q8_0_panel, ActFormat::kQ8},
-    .attn_f16 = Attn<Vec>::run,
-    .rms_norm = rms_norm_row<Vec>,
-    .exp_sum = exp_sum_row<Vec>,
-};
+extern constinit const Kernels kAvx2Kernels = X86Table<Vec, DotMaddubs, TileSizes{2, 4, 4}>::make(
+    Isa::kAvx2, avx2::mat_q4_0_panel, avx2::mat_q8_0_panel);
 
 }  // namespace tessera::cpu

@@ -5,11 +5,7 @@
 
 #include "backends/cpu/kernels/avx512/avx512.h"
 #include "backends/cpu/kernels/avx512/vec.h"
-#include "backends/cpu/kernels/x86/attn.h"
-#include "backends/cpu/kernels/x86/float_mat.h"
-#include "backends/cpu/kernels/x86/norm.h"
-#include "backends/cpu/kernels/x86/quantize.h"
-#include "backends/cpu/kernels/x86/row_dot.h"
+#include "backends/cpu/kernels/x86/table.h"
 
 namespace tessera::cpu {
 namespace {
@@ -25,35 +21,9 @@ struct DotVnni {
   }
 };
 
-constexpr int kTileRows = 4, kTileCols = 6, kRowCols = 4;
-
-template <class Fmt>
-void legacy(const MatArgs& a) {
-  RowDot<LegacyRow<DotVnni, Fmt>::template Fn, kRowCols>::run(a);
-}
-
 }  // namespace
 
-extern const Kernels kAvx512Kernels{
-    .isa = Isa::kAvx512,
-    .quantize_q8 = quantize_q8<Vec>,
-    .quantize_q8_k = quantize_q8_k<Vec>,
-    .to_f16 = to_f16_row,
-    .f32 = {FloatTiles<Vec, LoadF32<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},
-    .f16 = {FloatTiles<Vec, LoadF16<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},
-    .bf16 = {FloatTiles<Vec, LoadBF16<Vec>, kTileRows, kTileCols>::run, ActFormat::kF32},
-    .q4_0 = {legacy<FmtQ4_0>, ActFormat::kQ8},
-    .q4_1 = {legacy<FmtQ4_1>, ActFormat::kQ8},
-    .q5_0 = {legacy<FmtQ5_0>, ActFormat::kQ8},
-    .q5_1 = {legacy<FmtQ5_1>, ActFormat::kQ8},
-    .q8_0 = {legacy<FmtQ8_0>, ActFormat::kQ8},
-    .q4_k = {RowDot<Q4KRow<DotVnni>::template Fn, kRowCols>::run, ActFormat::kQ8K},
-    .q6_k = {RowDot<Q6KRow<DotVnni>::template Fn, kRowCols>::run, ActFormat::kQ8K},
-    .q4_0_panel = {avx512::mat_q4_0_panel, ActFormat::kQ8},
-    .q8_0_panel = {avx512::mat_q8_0_panel, ActFormat::kQ8},
-    .attn_f16 = Attn<Vec>::run,
-    .rms_norm = rms_norm_row<Vec>,
-    .exp_sum = exp_sum_row<Vec>,
-};
+extern constinit const Kernels kAvx512Kernels = X86Table<Vec, DotVnni, TileSizes{4, 6, 4}>::make(
+    Isa::kAvx512, avx512::mat_q4_0_panel, avx512::mat_q8_0_panel);
 
 }  // namespace tessera::cpu

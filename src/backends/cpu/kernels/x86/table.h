@@ -1,0 +1,58 @@
+// The kernel table of an x86 tier, written once: the avx2 and avx512 tables
+// differ only in the vector type V (vec.h), the int8 dot-product policy Dot
+// (maddubs or vpdpbusd), the tile sizes and the panel kernels (which differ
+// inside: zmm vs two ymm halves, see each tier's panel.cpp; the loop over
+// panels is shared in panels.h).
+// Include after the tier's vec.h; internal linkage per tier.
+#pragma once
+
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/x86/attn.h"
+#include "backends/cpu/kernels/x86/float_mat.h"
+#include "backends/cpu/kernels/x86/norm.h"
+#include "backends/cpu/kernels/x86/quantize.h"
+#include "backends/cpu/kernels/x86/row_dot.h"
+
+namespace tessera::cpu {
+namespace {
+
+struct TileSizes {
+  int float_rows, float_cols;  // FloatTiles register tile
+  int row_cols;                // columns per RowDot call
+};
+
+template <class V, class Dot, TileSizes kT>
+struct X86Table {
+  template <class Fmt>
+  static void legacy(const MatArgs& a) {
+    RowDot<LegacyRow<Dot, Fmt>::template Fn, kT.row_cols>::run(a);
+  }
+
+  static constexpr Kernels make(Isa isa, void (*q4_0_panel)(const MatArgs&),
+                                void (*q8_0_panel)(const MatArgs&)) {
+    return Kernels{
+        .isa = isa,
+        .quantize_q8 = quantize_q8<V>,
+        .quantize_q8_k = quantize_q8_k<V>,
+        .to_f16 = to_f16_row,
+        .f32 = {FloatTiles<V, LoadF32<V>, kT.float_rows, kT.float_cols>::run, ActFormat::kF32},
+        .f16 = {FloatTiles<V, LoadF16<V>, kT.float_rows, kT.float_cols>::run, ActFormat::kF32},
+        .bf16 = {FloatTiles<V, LoadBF16<V>, kT.float_rows, kT.float_cols>::run, ActFormat::kF32},
+        .q4_0 = {legacy<FmtQ4_0>, ActFormat::kQ8},
+        .q4_1 = {legacy<FmtQ4_1>, ActFormat::kQ8},
+        .q5_0 = {legacy<FmtQ5_0>, ActFormat::kQ8},
+        .q5_1 = {legacy<FmtQ5_1>, ActFormat::kQ8},
+        .q8_0 = {legacy<FmtQ8_0>, ActFormat::kQ8},
+        .q4_k = {RowDot<Q4KRow<Dot>::template Fn, kT.row_cols>::run, ActFormat::kQ8K},
+        .q6_k = {RowDot<Q6KRow<Dot>::template Fn, kT.row_cols>::run, ActFormat::kQ8K},
+        .q4_0_panel = {q4_0_panel, ActFormat::kQ8},
+        .q8_0_panel = {q8_0_panel, ActFormat::kQ8},
+        .attn_f16 = Attn<V>::run,
+        .rms_norm = rms_norm_row<V>,
+        .exp_sum = exp_sum_row<V>,
+    };
+  }
+};
+
+}  // namespace
+}  // namespace tessera::cpu
