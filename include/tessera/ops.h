@@ -1,14 +1,23 @@
 // Graph builders: each returns a new node computing one op, with its result
 // shape and params set and its inputs checked. They compute nothing; a Stream
-// does. Shapes follow ggml: ne[0] is the row (fastest) dimension.
+// does. Shapes follow ggml: ne[0] is the row (fastest) dimension. Each op's
+// params and their slots are documented by its struct in tessera/op_params.h.
 #pragma once
 
 #include <array>
 #include <cstdint>
 
 #include "tessera/graph.h"
+#include "tessera/op_params.h"
 
 namespace tessera::ops {
+
+// The params types builders take live with their decoders in op_params.h;
+// these keep ops::RopeParams and friends spelled as callers know them.
+using tessera::PoolOp;
+using tessera::RopeMode;
+using tessera::RopeParams;
+using tessera::SortOrder;
 
 // ---- layout: views of the source's bytes -------------------------------------
 Tensor* reshape(Graph& g, Tensor* a, std::initializer_list<int64_t> ne);  // a contiguous
@@ -41,23 +50,24 @@ Tensor* add(Graph& g, Tensor* a, Tensor* b);
 Tensor* sub(Graph& g, Tensor* a, Tensor* b);
 Tensor* mul(Graph& g, Tensor* a, Tensor* b);
 Tensor* div(Graph& g, Tensor* a, Tensor* b);
-Tensor* scale(Graph& g, Tensor* a, float s, float bias = 0.0f);  // s * a + bias
+Tensor* scale(Graph& g, Tensor* a, float s, float bias = 0.0f);  // s * a + bias (ScaleParams)
 Tensor* sqr(Graph& g, Tensor* a);
 Tensor* sqrt(Graph& g, Tensor* a);
-Tensor* clamp(Graph& g, Tensor* a, float min, float max);
-Tensor* unary(Graph& g, Tensor* a, UnaryOp op, float param = 0.0f);  // param: leaky slope
+Tensor* clamp(Graph& g, Tensor* a, float min, float max);            // ClampParams
+Tensor* unary(Graph& g, Tensor* a, UnaryOp op, float param = 0.0f);  // UnaryParams
 inline Tensor* silu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kSilu); }
 inline Tensor* gelu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kGelu); }
 inline Tensor* relu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kRelu); }
 Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up);  // silu(gate) * up
 
 // ---- normalization -----------------------------------------------------------
+// Both take NormParams.
 Tensor* norm(Graph& g, Tensor* a, float eps);      // per row: (x - mean) / sqrt(var + eps)
 Tensor* rms_norm(Graph& g, Tensor* a, float eps);  // per row: x / sqrt(mean(x^2) + eps)
 
 // a f32 [W, H, C, N]: channels (dim 2) split into n_groups groups of
 // ceil(C / n_groups); each group of each sample normalized as one set.
-// Params: i32 0 n_groups, f32 1 eps.
+// Params: GroupNormParams.
 Tensor* group_norm(Graph& g, Tensor* a, int n_groups, float eps);
 
 // ---- matmul ------------------------------------------------------------------------
@@ -66,33 +76,19 @@ Tensor* group_norm(Graph& g, Tensor* a, int n_groups, float eps);
 Tensor* mul_mat(Graph& g, Tensor* w, Tensor* x);
 
 // ---- attention -------------------------------------------------------------------
-enum class RopeMode : int32_t { kNormal = 0, kNeox = 2 };
-struct RopeParams {
-  int32_t n_dims = 0;  // rotated dims (<= head dim; the rest pass through)
-  RopeMode mode = RopeMode::kNormal;
-  int32_t n_ctx_orig = 0;  // training context, for YaRN
-  float freq_base = 10000.0f;
-  float freq_scale = 1.0f;  // 1 / linear scaling factor
-  float ext_factor = 0.0f;  // YaRN extrapolation mix (0: off)
-  float attn_factor = 1.0f;
-  float beta_fast = 32.0f;
-  float beta_slow = 1.0f;
-};
 // a [head_dim, n_head, n_tokens, ne3] f32 or f16 (any strides), pos i32
 // [n_tokens]; optional freq_factors f32 [>= n_dims / 2] divide the per-pair
 // frequencies. Normal mode rotates pairs (2i, 2i+1), NeoX pairs (i, i + n_dims/2);
-// dims from n_dims on are copied. Result: a's type and shape. Params as ggml's:
-// i32 1 n_dims, 2 mode, 4 n_ctx_orig; f32 5..10 freq_base, freq_scale,
-// ext_factor, attn_factor, beta_fast, beta_slow (read back with rope_params).
+// dims from n_dims on are copied. Result: a's type and shape. Params: p
+// (RopeParams), read back with RopeParams::get.
 Tensor* rope(Graph& g, Tensor* a, Tensor* pos, Tensor* freq_factors, const RopeParams& p);
-RopeParams rope_params(const Tensor& rope_node);
 // Per row: softmax(a * scale + slope * mask); a f32, mask (f32 or f16, nullable)
 // [ne0, >= ne1] broadcast over dims 2 and 3 (row i1 of a takes mask row i1);
 // slope from ALiBi over heads = dim 2 when max_bias > 0 (needs a mask), else 1.
-// Result f32, a's shape. Params: f32 0 scale, 1 max_bias.
+// Result f32, a's shape. Params: SoftMaxParams.
 Tensor* soft_max(Graph& g, Tensor* a, Tensor* mask, float scale, float max_bias);
 // Sets a[i, j] = -inf where i > n_past + j (causal mask in place of a copy).
-// a f32; result f32, a's shape. Params: i32 0 n_past.
+// a f32; result f32, a's shape. Params: DiagMaskInfParams.
 Tensor* diag_mask_inf(Graph& g, Tensor* a, int n_past);
 // Fused attention with online softmax. q [D, n_q, H, B] f32; k [D, n_kv, H_kv, B_kv]
 // and v [Dv, n_kv, H_kv, B_kv] f32, f16, bf16 or a quantized type (H a multiple of
@@ -100,44 +96,42 @@ Tensor* diag_mask_inf(Graph& g, Tensor* a, int n_past);
 // (nullable, broadcast over dims 2 and 3) times the ALiBi slope, added to the
 // scaled scores; softcap > 0 applies softcap * tanh(s / softcap) before the mask.
 // Result f32 [Dv, H, n_q, B] (heads before queries, as ggml's).
-// Params: f32 0 scale, 1 max_bias, 2 softcap.
+// Params: FlashAttnExtParams.
 Tensor* flash_attn_ext(Graph& g, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
                        float max_bias = 0.0f, float softcap = 0.0f);
 
 // ---- the rest of SPEC.md §2 ------------------------------------------------------
-// a and b of one plain type, equal except in `dim`: joined along it. Params: i32 0 dim.
+// a and b of one plain type, equal except in `dim`: joined along it. Params: ConcatParams.
 Tensor* concat(Graph& g, Tensor* a, Tensor* b, int dim);
 Tensor* repeat(Graph& g, Tensor* a, Tensor* shape_of);  // tile a to shape_of's shape
 // a with b added into the view (nb1, nb2, nb3 bytes, offset bytes) of a; result
 // a's shape. a contiguous f32, b f32; the view's rows must lie inside a and not
-// overlap. Params: i32 0..3 nb1, nb2, nb3, offset.
+// overlap (each stride fits in i32). Params: AccParams.
 Tensor* acc(Graph& g, Tensor* a, Tensor* b, size_t nb1, size_t nb2, size_t nb3, size_t offset);
-// Zeros at the end of each dim; any plain type. Params as ggml's pad_ext:
-// i32 0..7 (before, after) per dim, "before" always 0 here.
+// Zeros at the end of each dim; any plain type. Params: PadParams (after only).
 Tensor* pad(Graph& g, Tensor* a, int p0, int p1, int p2, int p3);
-// f32 [ceil((stop - start) / step)]: start + i * step. Params: f32 0..2.
+// f32 [ceil((stop - start) / step)]: start + i * step. Params: ArangeParams.
 Tensor* arange(Graph& g, float start, float stop, float step);
 // timesteps f32 [N] -> f32 [dim + dim % 2, N]: cos(t f_j) then sin(t f_j),
-// f_j = max_period^(-j / (dim / 2)); a last odd column is 0. Params: i32 0 dim, 1 max_period.
+// f_j = max_period^(-j / (dim / 2)); a last odd column is 0.
+// Params: TimestepEmbeddingParams.
 Tensor* timestep_embedding(Graph& g, Tensor* timesteps, int dim, int max_period);
 Tensor* sum_rows(Graph& g, Tensor* a);  // f32 [1, ne1, ne2, ne3]
-enum class SortOrder : int32_t { kAscending = 0, kDescending = 1 };
-// i32 indices per row of a f32 a, a's shape; ties keep index order. Params: i32 0 order.
+// i32 indices per row of a f32 a, a's shape; ties keep index order. Params: ArgsortParams.
 Tensor* argsort(Graph& g, Tensor* a, SortOrder order);
 // im2col of a [IW, IH, IC, N] for kernel k [KW, KH, IC, OC] (1-D when !is_2d:
 // a [IW, IC, N], k [KW, IC, OC]); a f32 or f16, out_type f32 or f16. Result
 // [IC*KH*KW, OW, OH, N] (1-D: [IC*KW, OW, N]), zeros where the window leaves a.
-// Params: i32 0..6 s0, s1, p0, p1, d0, d1, is_2d.
+// Params: Im2ColParams.
 Tensor* im2col(Graph& g, Tensor* k, Tensor* a, int s0, int s1, int p0, int p1, int d0, int d1,
                bool is_2d, DType out_type);
-enum class PoolOp : int32_t { kMax = 0, kAvg = 1 };
 // a [W, H, C, N] (f32, f16 or bf16) -> f32 [OW, OH, C, N] with
 // OW = (W + 2 p0 - k0) / s0 + 1, OH likewise; padding is skipped by max and
 // counted as zeros by avg (which divides by k0 * k1).
-// Params: i32 0..6 op, k0, k1, s0, s1, p0, p1.
+// Params: Pool2dParams.
 Tensor* pool_2d(Graph& g, Tensor* a, PoolOp op, int k0, int k1, int s0, int s1, int p0, int p1);
 // Nearest: dst[i] = a[floor(i / (ne / a.ne))] per dim (the ratio in f32, as
-// ggml); a's type (f32, f16 or bf16). Params: i32 0 mode (0: nearest).
+// ggml); a's type (f32, f16 or bf16). Params: UpscaleParams (nearest).
 Tensor* upscale(Graph& g, Tensor* a, int ne0, int ne1, int ne2, int ne3);
 
 }  // namespace tessera::ops

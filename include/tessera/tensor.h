@@ -4,7 +4,6 @@
 #pragma once
 
 #include <array>
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -102,6 +101,7 @@ struct Tensor {
   std::array<size_t, kMaxDims> nb{};             // byte stride per dim (nb[0] = block bytes)
 
   Op op = Op::kNone;
+  // Op parameters, raw slots: read and write them through tessera/op_params.h.
   std::array<int32_t, kMaxOpParams> params{};
   std::array<Tensor*, kMaxSources> src{};
 
@@ -127,11 +127,6 @@ struct Tensor {
   bool is_view() const { return view_src != nullptr; }
   bool is_allocated() const { return data != nullptr; }
   bool has_flag(TensorFlag f) const { return (flags & f) != 0; }
-
-  int32_t param_i32(int i) const { return params[static_cast<size_t>(i)]; }
-  float param_f32(int i) const { return std::bit_cast<float>(params[static_cast<size_t>(i)]); }
-  void set_param_i32(int i, int32_t v) { params[static_cast<size_t>(i)] = v; }
-  void set_param_f32(int i, float v) { params[static_cast<size_t>(i)] = std::bit_cast<int32_t>(v); }
 
   // "name f32 [64, 8, 1, 1]" for messages.
   std::string describe() const;

@@ -152,8 +152,7 @@ Tensor* div(Graph& g, Tensor* a, Tensor* b) { return elementwise(g, Op::kDiv, a,
 
 Tensor* scale(Graph& g, Tensor* a, float s, float bias) {
   Tensor* t = same_shape_node(g, Op::kScale, a);
-  t->set_param_f32(0, s);
-  t->set_param_f32(1, bias);
+  ScaleParams{s, bias}.set(*t);
   return t;
 }
 
@@ -162,15 +161,13 @@ Tensor* sqrt(Graph& g, Tensor* a) { return same_shape_node(g, Op::kSqrt, a); }
 
 Tensor* clamp(Graph& g, Tensor* a, float min, float max) {
   Tensor* t = same_shape_node(g, Op::kClamp, a);
-  t->set_param_f32(0, min);
-  t->set_param_f32(1, max);
+  ClampParams{min, max}.set(*t);
   return t;
 }
 
 Tensor* unary(Graph& g, Tensor* a, UnaryOp op, float param) {
   Tensor* t = same_shape_node(g, Op::kUnary, a);
-  t->set_param_i32(0, static_cast<int32_t>(op));
-  t->set_param_f32(1, param);
+  UnaryParams{op, param}.set(*t);
   return t;
 }
 
@@ -184,13 +181,13 @@ Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up) {
 
 Tensor* norm(Graph& g, Tensor* a, float eps) {
   Tensor* t = same_shape_node(g, Op::kNorm, a);
-  t->set_param_f32(0, eps);
+  NormParams{eps}.set(*t);
   return t;
 }
 
 Tensor* rms_norm(Graph& g, Tensor* a, float eps) {
   Tensor* t = same_shape_node(g, Op::kRmsNorm, a);
-  t->set_param_f32(0, eps);
+  NormParams{eps}.set(*t);
   return t;
 }
 

@@ -1,5 +1,5 @@
 // Graph builders for attention: ROPE, SOFT_MAX, DIAG_MASK_INF, FLASH_ATTN_EXT.
-// Shapes, params and their slots follow ggml's ops of the same names.
+// Shapes and params follow ggml's ops of the same names (slots: tessera/op_params.h).
 #include <fmt/format.h>
 
 #include "core/ops_check.h"
@@ -10,19 +10,6 @@ namespace {
 
 using detail::bad_input;
 using detail::expect;
-
-// ROPE param slots (ggml's layout: 0 and 3 are unused legacy slots).
-enum RopeSlot : int {
-  kNDims = 1,
-  kMode = 2,
-  kNCtxOrig = 4,
-  kFreqBase = 5,
-  kFreqScale = 6,
-  kExtFactor = 7,
-  kAttnFactor = 8,
-  kBetaFast = 9,
-  kBetaSlow = 10
-};
 
 // Checks a mask for scores of shape [n_kv, n_q, heads, batch].
 void check_mask(Op op, const Tensor& mask, int64_t n_kv, int64_t n_q, int64_t heads,
@@ -54,30 +41,8 @@ Tensor* rope(Graph& g, Tensor* a, Tensor* pos, Tensor* freq_factors, const RopeP
            *freq_factors, fmt::format("f32 freq factors [>= {}]", p.n_dims / 2));
   }
   Tensor* t = g.new_node(kOp, a->type, a->ne, {a, pos, freq_factors});
-  t->set_param_i32(kNDims, p.n_dims);
-  t->set_param_i32(kMode, static_cast<int32_t>(p.mode));
-  t->set_param_i32(kNCtxOrig, p.n_ctx_orig);
-  t->set_param_f32(kFreqBase, p.freq_base);
-  t->set_param_f32(kFreqScale, p.freq_scale);
-  t->set_param_f32(kExtFactor, p.ext_factor);
-  t->set_param_f32(kAttnFactor, p.attn_factor);
-  t->set_param_f32(kBetaFast, p.beta_fast);
-  t->set_param_f32(kBetaSlow, p.beta_slow);
+  p.set(*t);
   return t;
-}
-
-RopeParams rope_params(const Tensor& node) {
-  RopeParams p;
-  p.n_dims = node.param_i32(kNDims);
-  p.mode = static_cast<RopeMode>(node.param_i32(kMode));
-  p.n_ctx_orig = node.param_i32(kNCtxOrig);
-  p.freq_base = node.param_f32(kFreqBase);
-  p.freq_scale = node.param_f32(kFreqScale);
-  p.ext_factor = node.param_f32(kExtFactor);
-  p.attn_factor = node.param_f32(kAttnFactor);
-  p.beta_fast = node.param_f32(kBetaFast);
-  p.beta_slow = node.param_f32(kBetaSlow);
-  return p;
 }
 
 Tensor* soft_max(Graph& g, Tensor* a, Tensor* mask, float scale, float max_bias) {
@@ -88,8 +53,7 @@ Tensor* soft_max(Graph& g, Tensor* a, Tensor* mask, float scale, float max_bias)
     bad_input(kOp, fmt::format("max_bias {} without a mask", max_bias), "a mask for ALiBi");
   }
   Tensor* t = g.new_node(kOp, DType::kF32, a->ne, {a, mask});
-  t->set_param_f32(0, scale);
-  t->set_param_f32(1, max_bias);
+  SoftMaxParams{scale, max_bias}.set(*t);
   return t;
 }
 
@@ -98,7 +62,7 @@ Tensor* diag_mask_inf(Graph& g, Tensor* a, int n_past) {
   expect(a->type == DType::kF32, kOp, *a, "an f32 input");
   detail::expect_param(n_past >= 0, kOp, "n_past", n_past, ">= 0");
   Tensor* t = g.new_node(kOp, DType::kF32, a->ne, {a});
-  t->set_param_i32(0, n_past);
+  DiagMaskInfParams{n_past}.set(*t);
   return t;
 }
 
@@ -124,9 +88,7 @@ Tensor* flash_attn_ext(Graph& g, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, 
   if (softcap < 0.0f) bad_input(kOp, fmt::format("softcap {}", softcap), "softcap >= 0");
   Tensor* t =
       g.new_node(kOp, DType::kF32, {v->ne[0], q->ne[2], q->ne[1], q->ne[3]}, {q, k, v, mask});
-  t->set_param_f32(0, scale);
-  t->set_param_f32(1, max_bias);
-  t->set_param_f32(2, softcap);
+  FlashAttnExtParams{scale, max_bias, softcap}.set(*t);
   return t;
 }
 

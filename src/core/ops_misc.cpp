@@ -31,8 +31,7 @@ Tensor* group_norm(Graph& g, Tensor* a, int n_groups, float eps) {
   expect(a->type == DType::kF32, kOp, *a, "an f32 input");
   expect_param(n_groups >= 1, kOp, "n_groups", n_groups, ">= 1");
   Tensor* t = g.new_node(kOp, DType::kF32, a->ne, {a});
-  t->set_param_i32(0, n_groups);
-  t->set_param_f32(1, eps);
+  GroupNormParams{n_groups, eps}.set(*t);
   return t;
 }
 
@@ -46,7 +45,7 @@ Tensor* concat(Graph& g, Tensor* a, Tensor* b, int dim) {
   Shape ne = a->ne;
   ne[static_cast<size_t>(dim)] += b->ne[static_cast<size_t>(dim)];
   Tensor* t = g.new_node(kOp, a->type, ne, {a, b});
-  t->set_param_i32(0, dim);
+  ConcatParams{dim}.set(*t);
   return t;
 }
 
@@ -83,10 +82,10 @@ Tensor* acc(Graph& g, Tensor* a, Tensor* b, size_t nb1, size_t nb2, size_t nb3, 
                     a->n_bytes()));
   }
   Tensor* t = g.new_node(kOp, DType::kF32, a->ne, {a, b});
-  t->set_param_i32(0, static_cast<int32_t>(nb1));
-  t->set_param_i32(1, static_cast<int32_t>(nb2));
-  t->set_param_i32(2, static_cast<int32_t>(nb3));
-  t->set_param_i32(3, static_cast<int32_t>(offset));
+  // Each fits in i32: checked above against kMax.
+  AccParams{static_cast<int32_t>(nb1), static_cast<int32_t>(nb2), static_cast<int32_t>(nb3),
+            static_cast<int32_t>(offset)}
+      .set(*t);
   return t;
 }
 
@@ -100,7 +99,7 @@ Tensor* pad(Graph& g, Tensor* a, int p0, int p1, int p2, int p3) {
     ne[d] += p[d];
   }
   Tensor* t = g.new_node(kOp, a->type, ne, {a});
-  for (size_t d = 0; d < kMaxDims; ++d) t->set_param_i32(static_cast<int>(2 * d + 1), p[d]);
+  PadParams{{}, {p0, p1, p2, p3}}.set(*t);  // nothing before, as ggml_pad
   return t;
 }
 
@@ -112,9 +111,7 @@ Tensor* arange(Graph& g, float start, float stop, float step) {
               "at least one step from start towards stop");
   }
   Tensor* t = g.new_node(kOp, DType::kF32, {static_cast<int64_t>(steps), 1, 1, 1}, {});
-  t->set_param_f32(0, start);
-  t->set_param_f32(1, stop);
-  t->set_param_f32(2, step);
+  ArangeParams{start, stop, step}.set(*t);
   return t;
 }
 
@@ -125,8 +122,7 @@ Tensor* timestep_embedding(Graph& g, Tensor* timesteps, int dim, int max_period)
   expect_param(dim >= 1, kOp, "dim", dim, ">= 1");
   expect_param(max_period >= 1, kOp, "max_period", max_period, ">= 1");
   Tensor* t = g.new_node(kOp, DType::kF32, {dim + dim % 2, timesteps->ne[0], 1, 1}, {timesteps});
-  t->set_param_i32(0, dim);
-  t->set_param_i32(1, max_period);
+  TimestepEmbeddingParams{dim, max_period}.set(*t);
   return t;
 }
 
@@ -141,7 +137,7 @@ Tensor* argsort(Graph& g, Tensor* a, SortOrder order) {
   const auto o = static_cast<int32_t>(order);
   expect_param(o == 0 || o == 1, kOp, "order", o, "ascending (0) or descending (1)");
   Tensor* t = g.new_node(kOp, DType::kI32, a->ne, {a});
-  t->set_param_i32(0, o);
+  ArgsortParams{order}.set(*t);
   return t;
 }
 
@@ -168,8 +164,7 @@ Tensor* im2col(Graph& g, Tensor* k, Tensor* a, int s0, int s1, int p0, int p1, i
   const Shape ne = is_2d ? Shape{channels * k->ne[1] * k->ne[0], ow, oh, a->ne[3]}
                          : Shape{channels * k->ne[0], ow, a->ne[2], 1};
   Tensor* t = g.new_node(kOp, out_type, ne, {k, a});
-  const std::array<int32_t, 7> params{s0, s1, p0, p1, d0, d1, is_2d ? 1 : 0};
-  for (size_t i = 0; i < params.size(); ++i) t->set_param_i32(static_cast<int>(i), params[i]);
+  Im2ColParams{s0, s1, p0, p1, d0, d1, is_2d}.set(*t);
   return t;
 }
 
@@ -185,8 +180,7 @@ Tensor* pool_2d(Graph& g, Tensor* a, PoolOp op, int k0, int k1, int s0, int s1, 
   const int64_t oh = window_out(a->ne[1], k1, s1, p1, 1);
   expect(ow >= 1 && oh >= 1, kOp, *a, fmt::format("an input a {}x{} window fits", k0, k1));
   Tensor* t = g.new_node(kOp, DType::kF32, {ow, oh, a->ne[2], a->ne[3]}, {a});
-  const std::array<int32_t, 7> params{o, k0, k1, s0, s1, p0, p1};
-  for (size_t i = 0; i < params.size(); ++i) t->set_param_i32(static_cast<int>(i), params[i]);
+  Pool2dParams{op, k0, k1, s0, s1, p0, p1}.set(*t);
   return t;
 }
 
@@ -196,7 +190,7 @@ Tensor* upscale(Graph& g, Tensor* a, int ne0, int ne1, int ne2, int ne3) {
   expect_param(ne0 >= 1 && ne1 >= 1 && ne2 >= 1 && ne3 >= 1, kOp, "size",
                std::min({ne0, ne1, ne2, ne3}), ">= 1 in every dim");
   Tensor* t = g.new_node(kOp, a->type, {ne0, ne1, ne2, ne3}, {a});
-  t->set_param_i32(0, 0);  // nearest
+  UpscaleParams{UpscaleMode::kNearest}.set(*t);
   return t;
 }
 

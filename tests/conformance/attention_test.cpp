@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "conformance/op_test.h"
+#include "tessera/op_params.h"
 
 namespace tessera::conformance {
 namespace {
@@ -21,7 +22,7 @@ std::vector<double> naive_rope(const Tensor& node, const HostValues& in) {
   const Tensor& a = *node.src[0];
   const Tensor& pos = *node.src[1];
   const Tensor* ff = node.src[2];
-  const ops::RopeParams p = ops::rope_params(node);
+  const RopeParams p = RopeParams::get(node);
   const int64_t half = p.n_dims / 2;
   const bool neox = p.mode == ops::RopeMode::kNeox;
   const double low =
@@ -62,7 +63,8 @@ std::vector<double> naive_flash_attn(const Tensor& node, const HostValues& in) {
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];
   const Tensor* mask = node.src[3];
-  const double scale = node.param_f32(0), max_bias = node.param_f32(1), softcap = node.param_f32(2);
+  const FlashAttnExtParams p = FlashAttnExtParams::get(node);
+  const double scale = p.scale, max_bias = p.max_bias, softcap = p.softcap;
   const int64_t n_kv = k.ne[1], dv = v.ne[0];
   std::vector<double> out;
   // Output rows: (head, query, batch).

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "conformance/op_test.h"
+#include "tessera/op_params.h"
 
 namespace tessera::conformance {
 namespace {
@@ -75,16 +76,22 @@ std::vector<double> naive_map(const Tensor& node, const HostValues& in) {
   return elementwise(node, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const double x = in.at(a, i0, i1, i2, i3);
     switch (node.op) {
-      case Op::kScale:
-        return double(node.param_f32(0)) * x + node.param_f32(1);
+      case Op::kScale: {
+        const ScaleParams p = ScaleParams::get(node);
+        return double(p.s) * x + p.bias;
+      }
       case Op::kSqr:
         return x * x;
       case Op::kSqrt:
         return std::sqrt(x);
-      case Op::kClamp:
-        return std::min<double>(node.param_f32(1), std::max<double>(node.param_f32(0), x));
-      case Op::kUnary:
-        return unary_value(static_cast<UnaryOp>(node.param_i32(0)), x, node.param_f32(1));
+      case Op::kClamp: {
+        const ClampParams p = ClampParams::get(node);
+        return std::min<double>(p.max, std::max<double>(p.min, x));
+      }
+      case Op::kUnary: {
+        const UnaryParams p = UnaryParams::get(node);
+        return unary_value(p.op, x, p.param);
+      }
       case Op::kSwiglu:
         return x * sigmoid(x) * in.at(*node.src[1], i0, i1, i2, i3);
       default:

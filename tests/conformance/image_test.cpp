@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "conformance/op_test.h"
+#include "tessera/op_params.h"
 
 namespace tessera::conformance {
 namespace {
@@ -16,10 +17,10 @@ using Shape = std::array<int64_t, kMaxDims>;
 std::vector<double> naive_im2col(const Tensor& node, const HostValues& in) {
   const Tensor& k = *node.src[0];
   const Tensor& a = *node.src[1];
-  const bool is_2d = node.param_i32(6) != 0;
-  const int64_t s0 = node.param_i32(0), p0 = node.param_i32(2), d0 = node.param_i32(4);
-  const int64_t s1 = is_2d ? node.param_i32(1) : 1, p1 = is_2d ? node.param_i32(3) : 0,
-                d1 = is_2d ? node.param_i32(5) : 1;
+  const Im2ColParams p = Im2ColParams::get(node);
+  const bool is_2d = p.is_2d;
+  const int64_t s0 = p.s0, p0 = p.p0, d0 = p.d0;
+  const int64_t s1 = is_2d ? p.s1 : 1, p1 = is_2d ? p.p1 : 0, d1 = is_2d ? p.d1 : 1;
   const int64_t kw = k.ne[0], kh = is_2d ? k.ne[1] : 1;
   const int64_t iw = a.ne[0], ih = is_2d ? a.ne[1] : 1;
   return elementwise(node, [&](int64_t e, int64_t ow, int64_t i2, int64_t i3) {
@@ -33,9 +34,9 @@ std::vector<double> naive_im2col(const Tensor& node, const HostValues& in) {
 
 std::vector<double> naive_pool_2d(const Tensor& node, const HostValues& in) {
   const Tensor& a = *node.src[0];
-  const bool is_max = node.param_i32(0) == 0;
-  const int64_t k0 = node.param_i32(1), k1 = node.param_i32(2), s0 = node.param_i32(3),
-                s1 = node.param_i32(4), p0 = node.param_i32(5), p1 = node.param_i32(6);
+  const Pool2dParams p = Pool2dParams::get(node);
+  const bool is_max = p.op == PoolOp::kMax;
+  const int64_t k0 = p.k0, k1 = p.k1, s0 = p.s0, s1 = p.s1, p0 = p.p0, p1 = p.p1;
   return elementwise(node, [&](int64_t ox, int64_t oy, int64_t c, int64_t n) {
     double acc = is_max ? -FLT_MAX : 0.0;
     for (int64_t ky = 0; ky < k1; ++ky) {
@@ -63,13 +64,15 @@ std::vector<double> naive_upscale(const Tensor& node, const HostValues& in) {
 }
 
 std::vector<double> naive_arange(const Tensor& node, const HostValues&) {
-  const double start = node.param_f32(0), step = node.param_f32(2);
+  const ArangeParams p = ArangeParams::get(node);
+  const double start = p.start, step = p.step;
   return elementwise(node, [&](int64_t i, int64_t, int64_t, int64_t) { return start + step * i; });
 }
 
 std::vector<double> naive_timestep(const Tensor& node, const HostValues& in) {
-  const int64_t dim = node.param_i32(0), half = dim / 2;
-  const double log_period = std::log(static_cast<double>(node.param_i32(1)));
+  const TimestepEmbeddingParams p = TimestepEmbeddingParams::get(node);
+  const int64_t dim = p.dim, half = dim / 2;
+  const double log_period = std::log(static_cast<double>(p.max_period));
   return elementwise(node, [&](int64_t j, int64_t i, int64_t, int64_t) {
     if (j >= 2 * half) return 0.0;
     const double t = in.at(*node.src[0], i, 0, 0, 0);

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "conformance/op_test.h"
+#include "tessera/op_params.h"
 
 namespace tessera::conformance {
 namespace {
@@ -54,7 +55,7 @@ std::vector<double> naive_set_rows(const Tensor& node, const HostValues& in) {
 std::vector<double> naive_concat(const Tensor& node, const HostValues& in) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  const auto dim = static_cast<size_t>(node.param_i32(0));
+  const auto dim = static_cast<size_t>(ConcatParams::get(node).dim);
   return elementwise(node, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     Shape i{i0, i1, i2, i3};
     if (i[dim] < a.ne[dim]) return in.at(a, i0, i1, i2, i3);
@@ -83,8 +84,9 @@ std::vector<double> naive_acc(const Tensor& node, const HostValues& in) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
   std::vector<double> out = flat_values(a, in);
-  const int64_t nb1 = node.param_i32(0), nb2 = node.param_i32(1), nb3 = node.param_i32(2);
-  const int64_t offset = node.param_i32(3);
+  const AccParams p = AccParams::get(node);
+  const int64_t nb1 = p.nb1, nb2 = p.nb2, nb3 = p.nb3;
+  const int64_t offset = p.offset;
   for_each_index(b.ne, [&](int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
     const int64_t byte = offset + i0 * 4 + i1 * nb1 + i2 * nb2 + i3 * nb3;
     out[static_cast<size_t>(byte / 4)] += in.at(b, i0, i1, i2, i3);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "conformance/op_test.h"
+#include "tessera/op_params.h"
 
 namespace tessera::conformance {
 namespace {
@@ -34,7 +35,7 @@ std::vector<double> by_rows(const Tensor& node, const HostValues& in, F f) {
 }
 
 std::vector<double> naive_norm(const Tensor& node, const HostValues& in) {
-  const double eps = node.param_f32(0);
+  const double eps = NormParams::get(node).eps;
   const bool rms = node.op == Op::kRmsNorm;
   return by_rows(node, in, [&](std::vector<double> x, int64_t, int64_t, int64_t) {
     const double n = static_cast<double>(x.size());
@@ -49,8 +50,9 @@ std::vector<double> naive_norm(const Tensor& node, const HostValues& in) {
 
 std::vector<double> naive_group_norm(const Tensor& node, const HostValues& in) {
   const Tensor& a = *node.src[0];
-  const int64_t groups = node.param_i32(0);
-  const double eps = node.param_f32(1);
+  const GroupNormParams p = GroupNormParams::get(node);
+  const int64_t groups = p.n_groups;
+  const double eps = p.eps;
   const int64_t per = (a.ne[2] + groups - 1) / groups;
   std::vector<double> mean(static_cast<size_t>(groups * a.ne[3])), inv(mean.size());
   for (int64_t i3 = 0; i3 < a.ne[3]; ++i3) {
@@ -83,7 +85,7 @@ std::vector<double> naive_sum_rows(const Tensor& node, const HostValues& in) {
 }
 
 std::vector<double> naive_argsort(const Tensor& node, const HostValues& in) {
-  const bool descending = node.param_i32(0) == 1;
+  const bool descending = ArgsortParams::get(node).order == SortOrder::kDescending;
   return by_rows(node, in, [&](const std::vector<double>& x, int64_t, int64_t, int64_t) {
     std::vector<double> idx(x.size());
     std::iota(idx.begin(), idx.end(), 0.0);
@@ -97,8 +99,9 @@ std::vector<double> naive_argsort(const Tensor& node, const HostValues& in) {
 
 std::vector<double> naive_soft_max(const Tensor& node, const HostValues& in) {
   const Tensor* mask = node.src[1];
-  const double scale = node.param_f32(0);
-  const double max_bias = node.param_f32(1);
+  const SoftMaxParams p = SoftMaxParams::get(node);
+  const double scale = p.scale;
+  const double max_bias = p.max_bias;
   return by_rows(node, in, [&](std::vector<double> x, int64_t i1, int64_t i2, int64_t i3) {
     const double slope = naive_alibi(max_bias, i2, node.ne[2]);
     for (size_t k = 0; k < x.size(); ++k) {
@@ -116,7 +119,7 @@ std::vector<double> naive_soft_max(const Tensor& node, const HostValues& in) {
 }
 
 std::vector<double> naive_diag_mask_inf(const Tensor& node, const HostValues& in) {
-  const int64_t n_past = node.param_i32(0);
+  const int64_t n_past = DiagMaskInfParams::get(node).n_past;
   return by_rows(node, in, [&](std::vector<double> x, int64_t i1, int64_t, int64_t) {
     for (size_t k = 0; k < x.size(); ++k) {
       if (static_cast<int64_t>(k) > n_past + i1) x[k] = -INFINITY;

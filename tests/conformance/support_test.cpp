@@ -8,6 +8,7 @@
 
 #include "tessera/error.h"
 #include "tessera/graph.h"
+#include "tessera/op_params.h"
 #include "tessera/ops.h"
 #include "tessera/runtime.h"
 
@@ -29,6 +30,16 @@ class CpuRefuses : public ::testing::Test {
     Tensor* t = g_.new_node(valid.op, valid.type, valid.ne, {});
     t->src = valid.src;
     t->params = valid.params;
+    return t;
+  }
+  // A copy of `valid` whose params P are changed by `edit`: decoded, edited and
+  // written back, so only the edited fields differ from valid's.
+  template <class P, class Edit>
+  Tensor* edited(const Tensor& valid, Edit edit) {
+    Tensor* t = clone(valid);
+    P p = P::get(*t);
+    edit(p);
+    p.set(*t);
     return t;
   }
   void expect_refused(const Tensor& node, const std::string& why) {
@@ -116,23 +127,21 @@ TEST_F(CpuRefuses, BadParamsAndShapes) {
   p.n_dims = 32;
   Tensor* rope = ops::rope(g_, f32_, pos_, nullptr, p);
   ASSERT_TRUE(cpu_.supports_op(*rope)) << "control: a valid rope";
-  Tensor* odd = clone(*rope);
-  odd->set_param_i32(1, 31);
-  expect_refused(*odd, "odd n_dims");
-  Tensor* wide = clone(*rope);
-  wide->set_param_i32(1, 34);
-  expect_refused(*wide, "n_dims beyond the head dim");
-  Tensor* mrope = clone(*rope);
-  mrope->set_param_i32(2, 8);
-  expect_refused(*mrope, "an unknown rope mode");
+  expect_refused(*edited<RopeParams>(*rope, [](RopeParams& e) { e.n_dims = 31; }), "odd n_dims");
+  expect_refused(*edited<RopeParams>(*rope, [](RopeParams& e) { e.n_dims = 34; }),
+                 "n_dims beyond the head dim");
+  // 8 is ggml's multi-section (M-RoPE) mode, which no backend here runs.
+  expect_refused(
+      *edited<RopeParams>(*rope, [](RopeParams& e) { e.mode = static_cast<RopeMode>(8); }),
+      "an unknown rope mode");
   Tensor* fpos = clone(*rope);
   fpos->src[1] = g_.new_tensor(DType::kF32, {2});
   expect_refused(*fpos, "f32 positions");
 
   Tensor* unary = ops::unary(g_, f32_, UnaryOp::kSilu);
-  Tensor* bad_unary = clone(*unary);
-  bad_unary->set_param_i32(0, 99);
-  expect_refused(*bad_unary, "unary function 99");
+  expect_refused(
+      *edited<UnaryParams>(*unary, [](UnaryParams& e) { e.op = static_cast<UnaryOp>(99); }),
+      "unary function 99");
 
   Tensor* sm = ops::soft_max(g_, f32_, g_.new_tensor(DType::kF16, {32, 4}), 1.0f, 0.0f);
   Tensor* short_mask = clone(*sm);
@@ -140,43 +149,42 @@ TEST_F(CpuRefuses, BadParamsAndShapes) {
   expect_refused(*short_mask, "a mask with fewer rows than the scores");
 
   Tensor* cat = ops::concat(g_, f32_, f32_, 1);
-  Tensor* cat_dim = clone(*cat);
-  cat_dim->set_param_i32(0, 7);
-  expect_refused(*cat_dim, "concat dim 7");
+  expect_refused(*edited<ConcatParams>(*cat, [](ConcatParams& e) { e.dim = 7; }), "concat dim 7");
   Tensor* cat_mixed = clone(*cat);
   cat_mixed->src[1] = g_.new_tensor(DType::kF16, {32, 4, 2});
   expect_refused(*cat_mixed, "concat of f32 and f16");
 
   Tensor* pad = ops::pad(g_, f32_, 1, 0, 0, 0);
-  Tensor* neg = clone(*pad);
-  neg->set_param_i32(1, -1);
-  expect_refused(*neg, "negative padding");
+  expect_refused(*edited<PadParams>(*pad, [](PadParams& e) { e.after[0] = -1; }),
+                 "negative padding");
 
   Tensor* b = g_.new_tensor(DType::kF32, {8, 2});
   Tensor* acc = ops::acc(g_, f32_, b, f32_->nb[1], f32_->nb[2], f32_->nb[3], 0);
   ASSERT_TRUE(cpu_.supports_op(*acc)) << "control: a valid acc";
-  Tensor* overlap = clone(*acc);
-  overlap->set_param_i32(0, 8);  // rows of 8 floats 8 bytes apart
-  expect_refused(*overlap, "acc rows that overlap");
-  Tensor* outside = clone(*acc);
-  outside->set_param_i32(3, static_cast<int32_t>(f32_->n_bytes()) - 16);
-  expect_refused(*outside, "acc view past the end");
+  // Rows of 8 floats 8 bytes apart.
+  expect_refused(*edited<AccParams>(*acc, [](AccParams& e) { e.nb1 = 8; }),
+                 "acc rows that overlap");
+  const auto past_end = static_cast<int32_t>(f32_->n_bytes()) - 16;
+  expect_refused(*edited<AccParams>(*acc, [&](AccParams& e) { e.offset = past_end; }),
+                 "acc view past the end");
 
   Tensor* sorted = ops::argsort(g_, f32_, ops::SortOrder::kAscending);
-  Tensor* order = clone(*sorted);
-  order->set_param_i32(0, 5);
-  expect_refused(*order, "sort order 5");
+  expect_refused(*edited<ArgsortParams>(
+                     *sorted, [](ArgsortParams& e) { e.order = static_cast<SortOrder>(5); }),
+                 "sort order 5");
 
   Tensor* pool = ops::pool_2d(g_, f32_, ops::PoolOp::kMax, 2, 2, 2, 2, 0, 0);
-  Tensor* pool_op = clone(*pool);
-  pool_op->set_param_i32(0, 3);
-  expect_refused(*pool_op, "pool op 3");
-  Tensor* bilinear = clone(*ops::upscale(g_, f32_, 64, 8, 2, 1));
-  bilinear->set_param_i32(0, 1);
-  expect_refused(*bilinear, "bilinear upscale");
-  Tensor* gn = clone(*ops::group_norm(g_, f32_, 2, 1e-5f));
-  gn->set_param_i32(0, 0);
-  expect_refused(*gn, "zero groups");
+  expect_refused(
+      *edited<Pool2dParams>(*pool, [](Pool2dParams& e) { e.op = static_cast<PoolOp>(3); }),
+      "pool op 3");
+  // 1 is ggml's bilinear mode, which no backend here runs.
+  expect_refused(
+      *edited<UpscaleParams>(*ops::upscale(g_, f32_, 64, 8, 2, 1),
+                             [](UpscaleParams& e) { e.mode = static_cast<UpscaleMode>(1); }),
+      "bilinear upscale");
+  expect_refused(*edited<GroupNormParams>(*ops::group_norm(g_, f32_, 2, 1e-5f),
+                                          [](GroupNormParams& e) { e.n_groups = 0; }),
+                 "zero groups");
 
   Tensor* q = g_.new_tensor(DType::kF32, {16, 3, 4});
   Tensor* kv = g_.new_tensor(DType::kF16, {16, 9, 2});

@@ -17,6 +17,7 @@
 #include "tessera/buffer.h"
 #include "tessera/device.h"
 #include "tessera/error.h"
+#include "tessera/op_params.h"
 #include "tessera/stream.h"
 
 namespace tessera::testing {
@@ -145,9 +146,8 @@ class AsyncStream final : public Stream {
       queue_.push([n] {
         const auto* a = static_cast<const float*>(n->src[0]->data);
         auto* y = static_cast<float*>(n->data);
-        for (int64_t i = 0; i < n->n_elements(); ++i) {
-          y[i] = n->param_f32(0) * a[i] + n->param_f32(1);
-        }
+        const ScaleParams p = ScaleParams::get(*n);
+        for (int64_t i = 0; i < n->n_elements(); ++i) y[i] = p.s * a[i] + p.bias;
       });
     }
   }

@@ -11,6 +11,7 @@
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/ops/attention.h"
 #include "backends/cpu/ops/rows.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -30,7 +31,7 @@ bool supports(const Tensor& node) {
       mask == nullptr || (is_float_type(mask->type) && mask->ne[0] == k.ne[1] &&
                           mask->ne[1] >= q.ne[1] && mask->ne[2] >= 1 && mask->ne[3] >= 1 &&
                           q.ne[2] % mask->ne[2] == 0 && q.ne[3] % mask->ne[3] == 0);
-  return types && shapes && mask_ok && node.param_f32(2) >= 0.0f;
+  return types && shapes && mask_ok && FlashAttnExtParams::get(node).softcap >= 0.0f;
 }
 
 constexpr int kRows = 6;  // q, k, v, mask, accumulator, output
@@ -48,9 +49,9 @@ bool fast_shape(const Tensor& node) {
   const Tensor& q = *node.src[0];
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];
+  const FlashAttnExtParams p = FlashAttnExtParams::get(node);
   return q.type == DType::kF32 && k.type == DType::kF16 && v.type == DType::kF16 && k.nb[0] == 2 &&
-         v.nb[0] == 2 && q.ne[2] / k.ne[2] <= kMaxGroup && node.param_f32(1) <= 0.0f &&
-         node.param_f32(2) <= 0.0f;
+         v.nb[0] == 2 && q.ne[2] / k.ne[2] <= kMaxGroup && p.max_bias <= 0.0f && p.softcap <= 0.0f;
 }
 
 // Per thread: scores and mask rows (group * n_kv each), q and out rows (group
@@ -99,7 +100,7 @@ struct FastState {
     a.mask = mask ? mp : nullptr;
     a.k_stride = k.nb[1];
     a.v_stride = v.nb[1];
-    a.scale = node.param_f32(0);
+    a.scale = FlashAttnExtParams::get(node).scale;
     a.scores = base;
     a.out = op;
   }
@@ -208,10 +209,11 @@ void compute(Tensor& node, const OpContext& ctx) {
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];
   const Tensor* mask = node.src[3];
-  const float max_bias = node.param_f32(1);
-  const float softcap = node.param_f32(2);
+  const FlashAttnExtParams p = FlashAttnExtParams::get(node);
+  const float max_bias = p.max_bias;
+  const float softcap = p.softcap;
   // With a softcap the scale folds into tanh's argument: softcap * tanh(q.k * scale / softcap).
-  const float scale = softcap > 0.0f ? node.param_f32(0) / softcap : node.param_f32(0);
+  const float scale = softcap > 0.0f ? p.scale / softcap : p.scale;
   const int64_t d = q.ne[0], dv = v.ne[0], n_kv = k.ne[1];
   const int64_t group = q.ne[2] / k.ne[2], batch_group = q.ne[3] / k.ne[3];
   const int64_t len = row_len(node);

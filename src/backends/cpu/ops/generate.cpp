@@ -3,20 +3,22 @@
 #include <cmath>
 
 #include "backends/cpu/ops/rows.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
 
 bool arange_supports(const Tensor& node) {
-  const float start = node.param_f32(0), stop = node.param_f32(1), step = node.param_f32(2);
-  if (!is_float_type(node.type) || step == 0.0f) return false;
-  const float steps = std::ceil((stop - start) / step);
+  const ArangeParams p = ArangeParams::get(node);
+  if (!is_float_type(node.type) || p.step == 0.0f) return false;
+  const float steps = std::ceil((p.stop - p.start) / p.step);
   return steps >= 1.0f && node.ne[0] == static_cast<int64_t>(steps) && node.ne[1] == 1 &&
          node.ne[2] == 1 && node.ne[3] == 1;
 }
 
 void arange_compute(Tensor& node, const OpContext& ctx) {
-  const float start = node.param_f32(0), step = node.param_f32(2);
+  const ArangeParams p = ArangeParams::get(node);
+  const float start = p.start, step = p.step;
   const Range r = split_rows(node.ne[0], ctx.ith, ctx.nth);
   for (int64_t i = r.begin; i < r.end; ++i) {
     store_float(node.type, element_ptr(node, i, 0, 0, 0), start + step * static_cast<float>(i));
@@ -25,7 +27,8 @@ void arange_compute(Tensor& node, const OpContext& ctx) {
 
 bool timestep_supports(const Tensor& node) {
   const Tensor& t = *node.src[0];
-  const int32_t dim = node.param_i32(0), max_period = node.param_i32(1);
+  const TimestepEmbeddingParams p = TimestepEmbeddingParams::get(node);
+  const int32_t dim = p.dim, max_period = p.max_period;
   return writable_rows(node) && is_float_type(t.type) && dim >= 1 && max_period >= 1 &&
          t.ne[1] == 1 && t.ne[2] == 1 && t.ne[3] == 1 && node.ne[0] == dim + dim % 2 &&
          node.ne[1] == t.ne[0] && node.ne[2] == 1 && node.ne[3] == 1;
@@ -37,8 +40,9 @@ size_t timestep_work_size(const Tensor& node, int nth) {
 
 void timestep_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& ts = *node.src[0];
-  const int64_t half = node.param_i32(0) / 2;
-  const float log_period = std::log(static_cast<float>(node.param_i32(1)));
+  const TimestepEmbeddingParams p = TimestepEmbeddingParams::get(node);
+  const int64_t half = p.dim / 2;
+  const float log_period = std::log(static_cast<float>(p.max_period));
   float* scratch = thread_row(ctx, 1, 0, node.ne[0]);
   const Range r = split_rows(node.ne[1], ctx.ith, ctx.nth);
   for (int64_t i = r.begin; i < r.end; ++i) {

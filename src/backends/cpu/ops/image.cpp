@@ -4,6 +4,7 @@
 #include <cfloat>
 
 #include "backends/cpu/ops/rows.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -12,8 +13,8 @@ int64_t window_out(int64_t in, int64_t kernel, int64_t stride, int64_t pad, int6
   return (in + 2 * pad - dilation * (kernel - 1) - 1) / stride + 1;
 }
 
-// IM2COL params: s0, s1, p0, p1, d0, d1, is_2d. 1-D is 2-D with one row of
-// height 1: input [IW, IC, N] and output [IC*KW, OW, N].
+// IM2COL params (Im2ColParams) widened, with the geometry they imply. 1-D is
+// 2-D with one row of height 1: input [IW, IC, N] and output [IC*KW, OW, N].
 struct Im2Col {
   int64_t s0, s1, p0, p1, d0, d1;
   bool is_2d;
@@ -23,21 +24,8 @@ struct Im2Col {
 Im2Col im2col_geometry(const Tensor& node) {
   const Tensor& k = *node.src[0];
   const Tensor& a = *node.src[1];
-  Im2Col g{node.param_i32(0),
-           node.param_i32(1),
-           node.param_i32(2),
-           node.param_i32(3),
-           node.param_i32(4),
-           node.param_i32(5),
-           node.param_i32(6) != 0,
-           0,
-           0,
-           0,
-           0,
-           0,
-           0,
-           0,
-           0};
+  const Im2ColParams p = Im2ColParams::get(node);
+  Im2Col g{p.s0, p.s1, p.p0, p.p1, p.d0, p.d1, p.is_2d, 0, 0, 0, 0, 0, 0, 0, 0};
   if (!g.is_2d) g.s1 = 1, g.p1 = 0, g.d1 = 1;
   g.kw = k.ne[0];
   g.kh = g.is_2d ? k.ne[1] : 1;
@@ -94,13 +82,12 @@ void im2col_compute(Tensor& node, const OpContext& ctx) {
   }
 }
 
-// POOL_2D params: op, k0, k1, s0, s1, p0, p1.
 bool pool_supports(const Tensor& node) {
   const Tensor& a = *node.src[0];
-  const int32_t op = node.param_i32(0);
-  const int64_t k0 = node.param_i32(1), k1 = node.param_i32(2), s0 = node.param_i32(3),
-                s1 = node.param_i32(4), p0 = node.param_i32(5), p1 = node.param_i32(6);
-  if (!(writable_rows(node) && is_float_type(a.type)) || (op != 0 && op != 1)) return false;
+  const Pool2dParams p = Pool2dParams::get(node);
+  const int64_t k0 = p.k0, k1 = p.k1, s0 = p.s0, s1 = p.s1, p0 = p.p0, p1 = p.p1;
+  const bool op = p.op == PoolOp::kMax || p.op == PoolOp::kAvg;
+  if (!(writable_rows(node) && is_float_type(a.type)) || !op) return false;
   if (k0 < 1 || k1 < 1 || s0 < 1 || s1 < 1 || p0 < 0 || p1 < 0) return false;
   return node.ne[0] == window_out(a.ne[0], k0, s0, p0, 1) && node.ne[0] >= 1 &&
          node.ne[1] == window_out(a.ne[1], k1, s1, p1, 1) && node.ne[1] >= 1 &&
@@ -113,9 +100,9 @@ size_t pool_work_size(const Tensor& node, int nth) {
 
 void pool_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
-  const bool is_max = node.param_i32(0) == 0;
-  const int64_t k0 = node.param_i32(1), k1 = node.param_i32(2), s0 = node.param_i32(3),
-                s1 = node.param_i32(4), p0 = node.param_i32(5), p1 = node.param_i32(6);
+  const Pool2dParams p = Pool2dParams::get(node);
+  const bool is_max = p.op == PoolOp::kMax;
+  const int64_t k0 = p.k0, k1 = p.k1, s0 = p.s0, s1 = p.s1, p0 = p.p0, p1 = p.p1;
   const int64_t len = std::max(node.ne[0], a.ne[0]);
   float* sa = thread_row(ctx, 2, 0, len);
   float* sd = thread_row(ctx, 2, 1, len);
@@ -145,7 +132,8 @@ void pool_compute(Tensor& node, const OpContext& ctx) {
 }
 
 bool upscale_supports(const Tensor& node) {
-  return writable_rows(node) && is_float_type(node.src[0]->type) && node.param_i32(0) == 0;
+  return writable_rows(node) && is_float_type(node.src[0]->type) &&
+         UpscaleParams::get(node).mode == UpscaleMode::kNearest;
 }
 
 size_t upscale_work_size(const Tensor& node, int nth) {

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backends/cpu/ops/rows.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -31,7 +32,7 @@ bool float_same_shape(const Tensor& node, const Tensor& a) {
 bool map_supports(const Tensor& node) {
   if (!float_same_shape(node, *node.src[0])) return false;
   if (node.op == Op::kUnary) {
-    const int32_t u = node.param_i32(0);
+    const auto u = static_cast<int32_t>(UnaryParams::get(node).op);
     return u >= 0 && u < static_cast<int32_t>(UnaryOp::kCount);
   }
   return true;
@@ -50,8 +51,9 @@ void apply(Tensor& node, const OpContext& ctx, F f) {
 }
 
 void apply_unary(Tensor& node, const OpContext& ctx) {
-  const float p = node.param_f32(1);
-  switch (static_cast<UnaryOp>(node.param_i32(0))) {
+  const UnaryParams params = UnaryParams::get(node);
+  const float p = params.param;
+  switch (params.op) {
     case UnaryOp::kGelu:
       apply(node, ctx, gelu);
       break;
@@ -84,7 +86,8 @@ void apply_unary(Tensor& node, const OpContext& ctx) {
 void map_compute(Tensor& node, const OpContext& ctx) {
   switch (node.op) {
     case Op::kScale: {
-      const float s = node.param_f32(0), b = node.param_f32(1);
+      const ScaleParams p = ScaleParams::get(node);
+      const float s = p.s, b = p.bias;
       apply(node, ctx, [s, b](float x) { return s * x + b; });
       break;
     }
@@ -95,7 +98,8 @@ void map_compute(Tensor& node, const OpContext& ctx) {
       apply(node, ctx, [](float x) { return std::sqrt(x); });
       break;
     case Op::kClamp: {
-      const float lo = node.param_f32(0), hi = node.param_f32(1);
+      const ClampParams p = ClampParams::get(node);
+      const float lo = p.min, hi = p.max;
       apply(node, ctx, [lo, hi](float x) { return x < lo ? lo : (x > hi ? hi : x); });
       break;
     }

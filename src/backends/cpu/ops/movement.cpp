@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "backends/cpu/ops/rows.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -40,7 +41,7 @@ void fill(Tensor& node, const OpContext& ctx, SrcOf src_of) {
 bool concat_supports(const Tensor& node) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  const int dim = node.param_i32(0);
+  const int dim = ConcatParams::get(node).dim;
   if (!plain_same_type(node, a) || b.type != a.type || dim < 0 || dim >= kMaxDims) return false;
   for (int d = 0; d < kMaxDims; ++d) {
     const size_t u = static_cast<size_t>(d);
@@ -54,7 +55,7 @@ bool concat_supports(const Tensor& node) {
 void concat_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  const auto dim = static_cast<size_t>(node.param_i32(0));
+  const auto dim = static_cast<size_t>(ConcatParams::get(node).dim);
   fill(node, ctx, [&](const Index& i, Index& s) {
     s = i;
     if (i[dim] < a.ne[dim]) return &a;
@@ -75,40 +76,37 @@ void repeat_compute(Tensor& node, const OpContext& ctx) {
   });
 }
 
-// PAD params: (before, after) per dim in slots 2d, 2d + 1.
 bool pad_supports(const Tensor& node) {
   const Tensor& a = *node.src[0];
   if (!plain_same_type(node, a)) return false;
-  for (int d = 0; d < kMaxDims; ++d) {
-    const int64_t lp = node.param_i32(2 * d), rp = node.param_i32(2 * d + 1);
-    if (lp < 0 || rp < 0 ||
-        node.ne[static_cast<size_t>(d)] != a.ne[static_cast<size_t>(d)] + lp + rp) {
-      return false;
-    }
+  const PadParams p = PadParams::get(node);
+  for (size_t d = 0; d < kMaxDims; ++d) {
+    const int64_t lp = p.before[d], rp = p.after[d];
+    if (lp < 0 || rp < 0 || node.ne[d] != a.ne[d] + lp + rp) return false;
   }
   return true;
 }
 
 void pad_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
+  const PadParams p = PadParams::get(node);
   fill(node, ctx, [&](const Index& i, Index& s) -> const Tensor* {
     for (size_t d = 0; d < kMaxDims; ++d) {
-      s[d] = i[d] - node.param_i32(static_cast<int>(2 * d));
+      s[d] = i[d] - p.before[d];
       if (s[d] < 0 || s[d] >= a.ne[d]) return nullptr;
     }
     return &a;
   });
 }
 
-// ACC params: byte strides nb1..nb3 and byte offset of b's view in a.
+// ACC params (AccParams) widened: byte strides of b's view in a, dim 0 included.
 struct AccView {
   std::array<int64_t, kMaxDims> nb;
   int64_t offset;
 };
 AccView acc_view(const Tensor& node) {
-  return {{static_cast<int64_t>(sizeof(float)), node.param_i32(0), node.param_i32(1),
-           node.param_i32(2)},
-          node.param_i32(3)};
+  const AccParams p = AccParams::get(node);
+  return {{static_cast<int64_t>(sizeof(float)), p.nb1, p.nb2, p.nb3}, p.offset};
 }
 
 bool acc_supports(const Tensor& node) {

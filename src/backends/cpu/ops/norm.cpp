@@ -6,6 +6,7 @@
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/ops/rows.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 bool supports(const Tensor& node) {
   const Tensor& a = *node.src[0];
   if (!(writable_rows(node) && is_float_type(a.type) && same_shape(node, a))) return false;
-  return node.op != Op::kGroupNorm || node.param_i32(0) >= 1;
+  return node.op != Op::kGroupNorm || GroupNormParams::get(node).n_groups >= 1;
 }
 
 size_t work_size(const Tensor& node, int nth) {
@@ -22,7 +23,7 @@ size_t work_size(const Tensor& node, int nth) {
 
 void norm_rows(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
-  const float eps = node.param_f32(0);
+  const float eps = NormParams::get(node).eps;
   const int64_t n = node.ne[0];
   float* sa = thread_row(ctx, 2, 0, n);
   float* sd = thread_row(ctx, 2, 1, n);
@@ -57,8 +58,9 @@ void norm_rows(Tensor& node, const OpContext& ctx) {
 // Work items: (group, sample) pairs; channels per group = ceil(C / n_groups).
 void group_norm(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
-  const int64_t n_groups = node.param_i32(0);
-  const float eps = node.param_f32(1);
+  const GroupNormParams p = GroupNormParams::get(node);
+  const int64_t n_groups = p.n_groups;
+  const float eps = p.eps;
   const int64_t n = node.ne[0];
   const int64_t per_group = (node.ne[2] + n_groups - 1) / n_groups;
   float* sa = thread_row(ctx, 2, 0, n);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "backends/cpu/ops/rows.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -34,9 +35,9 @@ void sum_rows_compute(Tensor& node, const OpContext& ctx) {
 
 bool argsort_supports(const Tensor& node) {
   const Tensor& a = *node.src[0];
-  const int32_t order = node.param_i32(0);
+  const SortOrder order = ArgsortParams::get(node).order;
   return node.type == DType::kI32 && is_float_type(a.type) && same_shape(node, a) &&
-         (order == 0 || order == 1);
+         (order == SortOrder::kAscending || order == SortOrder::kDescending);
 }
 
 // Row values and the index permutation, both ne0 long.
@@ -46,7 +47,7 @@ size_t argsort_work_size(const Tensor& node, int nth) {
 
 void argsort_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
-  const bool descending = node.param_i32(0) == 1;
+  const bool descending = ArgsortParams::get(node).order == SortOrder::kDescending;
   const int64_t n = node.ne[0];
   float* scratch = thread_row(ctx, 2, 0, n);
   auto* idx = reinterpret_cast<int32_t*>(thread_row(ctx, 2, 1, n));

@@ -8,7 +8,7 @@
 #include <numbers>
 
 #include "backends/cpu/ops/rows.h"
-#include "tessera/ops.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -17,8 +17,8 @@ bool supports(const Tensor& node) {
   const Tensor& a = *node.src[0];
   const Tensor& pos = *node.src[1];
   const Tensor* ff = node.src[2];
-  const ops::RopeParams p = ops::rope_params(node);
-  const bool mode = p.mode == ops::RopeMode::kNormal || p.mode == ops::RopeMode::kNeox;
+  const RopeParams p = RopeParams::get(node);
+  const bool mode = p.mode == RopeMode::kNormal || p.mode == RopeMode::kNeox;
   return writable_rows(node) && is_float_type(a.type) && same_shape(node, a) && mode &&
          pos.type == DType::kI32 && pos.ne[0] == a.ne[2] && pos.ne[1] == 1 && pos.ne[2] == 1 &&
          pos.ne[3] == 1 && p.n_dims > 0 && p.n_dims % 2 == 0 && p.n_dims <= a.ne[0] &&
@@ -40,15 +40,14 @@ struct Yarn {
   float low, high;  // ramp from extrapolation (below low) to interpolation (above high)
 };
 
-Yarn yarn_dims(const ops::RopeParams& p) {
+Yarn yarn_dims(const RopeParams& p) {
   const float start = std::floor(corr_dim(p.n_dims, p.n_ctx_orig, p.beta_fast, p.freq_base));
   const float end = std::ceil(corr_dim(p.n_dims, p.n_ctx_orig, p.beta_slow, p.freq_base));
   return {std::max(0.0f, start), std::min(static_cast<float>(p.n_dims - 1), end)};
 }
 
 // cos/sin pairs for one position into cache[0..n_dims).
-void fill_cache(const ops::RopeParams& p, const Yarn& yarn, const Tensor* ff, float pos,
-                float* cache) {
+void fill_cache(const RopeParams& p, const Yarn& yarn, const Tensor* ff, float pos, float* cache) {
   const float theta_scale = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
   float theta_extrap = pos;
   for (int64_t i0 = 0; i0 < p.n_dims; i0 += 2) {
@@ -74,11 +73,11 @@ void fill_cache(const ops::RopeParams& p, const Yarn& yarn, const Tensor* ff, fl
 void compute(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor& pos = *node.src[1];
-  const ops::RopeParams p = ops::rope_params(node);
+  const RopeParams p = RopeParams::get(node);
   const Yarn yarn = yarn_dims(p);
   const int64_t n = node.ne[0];
   const int64_t half = p.n_dims / 2;
-  const bool neox = p.mode == ops::RopeMode::kNeox;
+  const bool neox = p.mode == RopeMode::kNeox;
   float* cache = thread_row(ctx, 3, 0, n);
   float* sa = thread_row(ctx, 3, 1, n);
   float* sd = thread_row(ctx, 3, 2, n);

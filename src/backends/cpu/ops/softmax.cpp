@@ -7,6 +7,7 @@
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/ops/attention.h"
 #include "backends/cpu/ops/rows.h"
+#include "tessera/op_params.h"
 
 namespace tessera::cpu {
 namespace {
@@ -28,8 +29,9 @@ size_t softmax_work_size(const Tensor& node, int nth) {
 void softmax_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor* mask = node.src[1];
-  const float scale = node.param_f32(0);
-  const float max_bias = node.param_f32(1);
+  const SoftMaxParams p = SoftMaxParams::get(node);
+  const float scale = p.scale;
+  const float max_bias = p.max_bias;
   const int64_t n = node.ne[0];
   float* sa = thread_row(ctx, 4, 0, n);
   float* sm = thread_row(ctx, 4, 1, n);
@@ -73,7 +75,7 @@ size_t diag_work_size(const Tensor& node, int nth) {
 }
 
 void diag_compute(Tensor& node, const OpContext& ctx) {
-  const int64_t n_past = node.param_i32(0);
+  const int64_t n_past = DiagMaskInfParams::get(node).n_past;
   const int64_t n = node.ne[0];
   map_rows(node, ctx, [&](const RowIndex& i, const float* x, float* d) {
     for (int64_t k = 0; k < n; ++k) {
