@@ -19,7 +19,8 @@
 namespace tessera {
 namespace {
 
-constexpr int64_t kIn = 96, kHidden = 160, kOut = 48;
+// w1 large enough for BLAS to want it at batch 64 (>= 2^24 multiply-adds).
+constexpr int64_t kIn = 512, kHidden = 512, kOut = 48;
 
 std::vector<float> random_floats(size_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> u(-1, 1);

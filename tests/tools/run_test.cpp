@@ -4,6 +4,8 @@
 #include <cmath>
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include "tools/run_command.h"
 
 namespace tessera::testing {
@@ -134,6 +136,55 @@ TEST(PerplexityTest, FiniteAndStableBetweenRuns) {
   EXPECT_DOUBLE_EQ(final_ppl(a.out), 3.8552) << a.out;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out.find("[1]"), std::string::npos) << a.out;
+}
+
+// Characters shown (UTF-8 code points): "±" is two bytes.
+size_t width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80 ? 1 : 0;
+  return n;
+}
+
+TEST(BenchTest, MarkdownRowsPerThreadCountAndTest) {
+  const CommandResult r =
+      run_command(tessera("bench " + model() + " -p 32 -n 8 -d 0,16 -r 2 -t 1,2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::vector<std::string> lines;
+  for (size_t at = 0, next; at < r.out.size(); at = next + 1) {
+    next = r.out.find('\n', at);
+    if (next == std::string::npos) next = r.out.size();
+    lines.push_back(r.out.substr(at, next - at));
+  }
+  ASSERT_EQ(lines.size(), 2u + 2 * 2 * 2) << r.out;  // header, rule, threads x depths x tests
+  EXPECT_EQ(width(lines[0]), width(lines[1])) << r.out;  // the rule spans the header
+  EXPECT_NE(lines[0].find("| threads |"), std::string::npos) << r.out;
+  const std::regex row(R"(\| llama 0\.3M F32 +\| +1\.12 MiB \| +0\.29 M \| .* \| +([12]) \| +)"
+                       R"((pp32|tg8)( @ d16)? \| +[0-9.]+ ± [0-9.]+ \|)");
+  for (size_t i = 2; i < lines.size(); ++i) {
+    EXPECT_TRUE(std::regex_match(lines[i], row)) << lines[i];
+    EXPECT_EQ(width(lines[i]), width(lines[0])) << lines[i];
+  }
+}
+
+TEST(BenchTest, JsonHasLlamaBenchFields) {
+  const CommandResult r = run_command(tessera("bench " + model() + " -p 16 -n 4 -r 3 -t 1 -o json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    for (const char* key : {"n_prompt", "n_gen", "n_depth", "n_threads", "avg_ts", "stddev_ts",
+                            "samples_ts", "model_type", "model_size", "model_n_params"}) {
+      EXPECT_TRUE(row.contains(key)) << key << " in " << row.dump();
+    }
+    EXPECT_EQ(row["n_threads"], 1);
+    EXPECT_EQ(row["samples_ts"].size(), 3u);
+    EXPECT_GT(row["avg_ts"].get<double>(), 0.0);
+  }
+  EXPECT_EQ(rows[0]["n_prompt"], 16);
+  EXPECT_EQ(rows[1]["n_gen"], 4);
+  const CommandResult bad = run_command(tessera("bench " + model() + " -o csv"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("csv"), std::string::npos) << bad.err;
 }
 
 TEST(PerplexityTest, TooShortATextIsAnError) {

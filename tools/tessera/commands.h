@@ -15,5 +15,6 @@ Runner add_devices(CLI::App& app);
 Runner add_run(CLI::App& app);
 Runner add_perplexity(CLI::App& app);
 Runner add_tokenize(CLI::App& app);
+Runner add_bench(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   add(tessera::cli::add_tokenize);
   add(tessera::cli::add_inspect);
   add(tessera::cli::add_devices);
+  add(tessera::cli::add_bench);
 
   try {
     app.parse(argc, argv);

@@ -180,8 +180,14 @@ bool BlasDevice::supports_op(const Tensor& node) const {
 }
 
 bool BlasDevice::offload_op(const Tensor& node) const {
-  if (node.op == Op::kMulMat && node.src[0]->type == DType::kF16 && !stored_as_f32(*node.src[0])) {
-    return false;
+  if (node.op == Op::kMulMat) {
+    const Tensor& w = *node.src[0];
+    if (w.type == DType::kF16 && !stored_as_f32(w)) return false;
+    constexpr double kMinMacs = double(1 << 24);
+    if (double(w.ne[0]) * double(w.ne[1]) * double(node.ne[1]) * double(node.ne[2] * node.ne[3]) <
+        kMinMacs) {
+      return false;
+    }
   }
   return Device::offload_op(node);
 }

@@ -49,9 +49,12 @@ class BlasDevice final : public Device {
   BufferType& weights_buffer_type() override { return weights_type_; }
   bool supports_op(const Tensor& node) const override;
   bool supports_buffer_type(const BufferType& type) const override;
-  // Large batches, except F16 weights read from host memory: converting them
-  // on every call made sgemm slower than the CPU's own F16 kernels (0.85x
-  // on a 100M-parameter model's 502-token prompt, Zen 3, 2 threads).
+  // Large batches of large matrices (>= 2^24 multiply-adds per call), except
+  // F16 weights read from host memory. Small matrices cost more in the call
+  // and OpenBLAS's thread hand-off than they save (stories260K's 64x172
+  // matrices at a 256-token prompt: 0.06x the CPU's speed); F16 weights
+  // converted on every call made sgemm slower than the CPU's own F16 kernels
+  // (0.85x on a 100M-parameter model's 502-token prompt). Zen 3, 2 threads.
   bool offload_op(const Tensor& node) const override;
 
  private:

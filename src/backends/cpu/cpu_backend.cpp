@@ -169,6 +169,12 @@ void CpuDevice::compute(std::span<Tensor* const> nodes) {
 CpuBackend::CpuBackend(int n_threads) : device_(*this, n_threads) {}
 
 void* CpuBackend::proc_address(std::string_view name) {
+  if (name == kGetThreadsProc) {
+    static constexpr GetThreadsFn fn = [](Device& d) {
+      return dynamic_cast<CpuDevice&>(d).threads();
+    };
+    return reinterpret_cast<void*>(fn);
+  }
   if (name == kSetThreadsProc) {
     static constexpr SetThreadsFn fn = [](Device& d, int n) {
       dynamic_cast<CpuDevice&>(d).set_threads(n);

@@ -108,5 +108,7 @@ std::string cpu_model_name();
 // Extension functions reachable through proc_address.
 using SetThreadsFn = void (*)(Device& device, int n_threads);
 inline constexpr const char* kSetThreadsProc = "cpu_set_threads";
+using GetThreadsFn = int (*)(Device& device);
+inline constexpr const char* kGetThreadsProc = "cpu_get_threads";
 
 }  // namespace tessera::cpu

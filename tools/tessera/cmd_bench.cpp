@@ -1,0 +1,285 @@
+// `tessera bench`: llama-bench's method and output. For each thread count,
+// depth and test: one warm-up run, then r timed repetitions on an emptied
+// cache; a prompt test (pp) decodes p tokens as one batch, a generation test
+// (tg) n tokens one at a time, both after d tokens already in the cache
+// (filled untimed). Tokens are random ids. Rows give mean ± sample standard
+// deviation of tokens/s over the repetitions.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <random>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "tessera/engine.h"
+#include "tessera/error.h"
+
+namespace tessera::cli {
+namespace {
+
+struct BenchFlags {
+  ModelFlags model;
+  std::vector<int> n_prompt{512};
+  std::vector<int> n_gen{128};
+  std::vector<int> n_depth{0};
+  std::vector<int> threads;  // empty: the CPU backend's default
+  int reps = 5;
+  int64_t n_batch = 512;
+  std::string output = "md";
+  CacheTypeFlags cache_types;
+};
+
+struct Test {
+  int n_prompt, n_gen, n_depth, threads;
+  std::vector<double> ns;  // per repetition
+
+  std::string name() const {
+    std::string s = n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+    if (n_depth > 0) s += fmt::format(" @ d{}", n_depth);
+    return s;
+  }
+  double tokens() const { return n_prompt > 0 ? n_prompt : n_gen; }
+  double avg_ts() const {
+    double sum = 0;
+    for (double x : ns) sum += tokens() * 1e9 / x;
+    return sum / double(ns.size());
+  }
+  double stddev_ts() const {
+    if (ns.size() < 2) return 0;
+    const double mean = avg_ts();
+    double sq = 0;
+    for (double x : ns) sq += (tokens() * 1e9 / x - mean) * (tokens() * 1e9 / x - mean);
+    return std::sqrt(sq / double(ns.size() - 1));
+  }
+};
+
+// "llama 1.1B Q4_0": architecture, parameters, the type holding most bytes.
+struct ModelInfo {
+  std::string type;
+  uint64_t bytes = 0;
+  uint64_t params = 0;
+};
+
+ModelInfo describe(const Model& model) {
+  ModelInfo info;
+  std::map<std::string, uint64_t> by_type;
+  for (const gguf::TensorInfo& t : model.file().tensors()) {
+    info.bytes += t.nbytes;
+    info.params += static_cast<uint64_t>(t.n_elements());
+    by_type[std::string(dtype_name(t.type))] += t.nbytes;
+  }
+  std::string main_type;
+  uint64_t most = 0;
+  for (const auto& [name, bytes] : by_type) {
+    if (bytes > most) {
+      most = bytes;
+      main_type = name;
+    }
+  }
+  for (char& c : main_type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  const double p = double(info.params);
+  const std::string size = p >= 1e9    ? fmt::format("{:.1f}B", p / 1e9)
+                           : p >= 1e7 ? fmt::format("{:.0f}M", p / 1e6)
+                                      : fmt::format("{:.1f}M", p / 1e6);
+  info.type = fmt::format("{} {} {}", model.hparams().architecture, size, main_type);
+  return info;
+}
+
+std::string bytes_text(uint64_t b) {
+  return b >= (uint64_t{1} << 30) ? fmt::format("{:.2f} GiB", double(b) / double(1u << 30))
+                                  : fmt::format("{:.2f} MiB", double(b) / double(1u << 20));
+}
+
+std::string params_text(uint64_t p) {
+  return p >= 1000000000 ? fmt::format("{:.2f} B", double(p) / 1e9)
+                         : fmt::format("{:.2f} M", double(p) / 1e6);
+}
+
+// The CPU backend's thread count, through its extension functions (reached
+// by name: no backend header here).
+void set_threads(const LoadedModel& lm, int threads) {
+  using SetThreads = void (*)(Device&, int);
+  Backend* cpu = lm.runtime->find_backend("CPU");
+  auto* set = cpu ? reinterpret_cast<SetThreads>(cpu->proc_address("cpu_set_threads")) : nullptr;
+  if (set == nullptr) fail(ErrorCategory::kUnsupported, "[-t] this build's CPU backend cannot set threads");
+  set(cpu->device(0), threads);
+}
+
+int get_threads(const LoadedModel& lm) {
+  using GetThreads = int (*)(Device&);
+  Backend* cpu = lm.runtime->find_backend("CPU");
+  auto* get = cpu ? reinterpret_cast<GetThreads>(cpu->proc_address("cpu_get_threads")) : nullptr;
+  return get != nullptr ? get(cpu->device(0)) : 0;
+}
+
+// Decodes `count` random tokens of sequence 0 from position `pos`, `n_batch`
+// at a time (one at a time with n_batch 1).
+void decode_random(Context& ctx, std::mt19937& rng, int64_t pos, int64_t count, int64_t n_batch) {
+  Batch batch;
+  const auto nv = static_cast<uint32_t>(ctx.n_vocab());
+  for (int64_t i = 0; i < count; i += n_batch) {
+    batch.clear();
+    const int64_t m = std::min(n_batch, count - i);
+    for (int64_t j = 0; j < m; ++j) {
+      batch.add(static_cast<int32_t>(rng() % nv), static_cast<int32_t>(pos + i + j), {0}, j + 1 == m);
+    }
+    ctx.decode(batch);
+  }
+}
+
+void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t) {
+  const int64_t n_ctx = t.n_depth + std::max(t.n_prompt, t.n_gen) + 1;
+  Context ctx(*lm.model, {.n_ctx = n_ctx,
+                          .n_batch = std::max<int64_t>(f.n_batch, t.n_prompt),
+                          .type_k = cache_type("--cache-type-k", f.cache_types.k),
+                          .type_v = cache_type("--cache-type-v", f.cache_types.v)});
+  std::mt19937 rng(42);
+  auto once = [&](bool timed) {
+    ctx.cache().clear();
+    if (t.n_depth > 0) decode_random(ctx, rng, 0, t.n_depth, ctx.n_batch());
+    const auto t0 = std::chrono::steady_clock::now();
+    if (t.n_prompt > 0) {
+      decode_random(ctx, rng, t.n_depth, t.n_prompt, t.n_prompt);
+    } else {
+      decode_random(ctx, rng, t.n_depth, timed ? t.n_gen : 1, 1);
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    if (timed) t.ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
+  };
+  once(false);  // warm-up: plans built, pages touched
+  for (int r = 0; r < f.reps; ++r) {
+    fmt::print(stderr, "\rbench: {} threads {}, repetition {}/{}   ", t.name(), t.threads, r + 1,
+               f.reps);
+    once(true);
+  }
+  fmt::print(stderr, "\r{:60}\r", "");
+}
+
+std::string backends_of(const Model& model) {
+  std::string out;
+  for (Device* d : model.devices()) {
+    std::string name(d->backend().name());
+    if (out.find(name) == std::string::npos) out += (out.empty() ? "" : ",") + name;
+  }
+  return out;
+}
+
+int bench(const BenchFlags& f) {
+  LoadedModel lm = load_model(f.model);
+  check_cache_types(*lm.model, f.cache_types);
+  const ModelInfo info = describe(*lm.model);
+  const std::string backends = backends_of(*lm.model);
+  std::vector<int> threads = f.threads;
+  if (threads.empty()) threads.push_back(get_threads(lm));  // the backend's default
+
+  std::vector<Test> tests;
+  for (int th : threads) {
+    for (int d : f.n_depth) {
+      for (int p : f.n_prompt) {
+        if (p > 0) tests.push_back({p, 0, d, th, {}});
+      }
+      for (int n : f.n_gen) {
+        if (n > 0) tests.push_back({0, n, d, th, {}});
+      }
+    }
+  }
+  const bool markdown = f.output == "md";
+  if (markdown) {
+    fmt::print("| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |\n", "model", "size",
+               "params", "backend", "threads", "test", "t/s");
+    fmt::print("| {:-<30} | {:->9}: | {:->9}: | {:-<10} | {:->6}: | {:->14}: | {:->19}: |\n", "",
+               "", "", "", "", "", "");
+    std::fflush(stdout);
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  const Device& cpu = lm.runtime->device("CPU0");
+  for (Test& t : tests) {
+    if (t.threads > 0) set_threads(lm, t.threads);
+    run_test(lm, f, t);
+    if (markdown) {
+      fmt::print("| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |\n", info.type,
+                 bytes_text(info.bytes), params_text(info.params), backends,
+                 t.threads, t.name(),
+                 fmt::format("{:.2f} ± {:.2f}", t.avg_ts(), t.stddev_ts()));
+      std::fflush(stdout);
+    }
+    std::vector<double> ts;
+    for (double x : t.ns) ts.push_back(t.tokens() * 1e9 / x);
+    double avg_ns = 0;
+    for (double x : t.ns) avg_ns += x / double(t.ns.size());
+    double sd_ns = 0;
+    for (double x : t.ns) sd_ns += (x - avg_ns) * (x - avg_ns);
+    sd_ns = t.ns.size() > 1 ? std::sqrt(sd_ns / double(t.ns.size() - 1)) : 0.0;
+    const std::time_t now = std::time(nullptr);
+    char stamp[32];
+    std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    rows.push_back({{"cpu_info", std::string(cpu.description())},
+                    {"backends", backends},
+                    {"model_filename", f.model.model},
+                    {"model_type", info.type},
+                    {"model_size", info.bytes},
+                    {"model_n_params", info.params},
+                    {"n_batch", std::max<int64_t>(f.n_batch, t.n_prompt)},
+                    {"n_threads", t.threads},
+                    {"type_k", f.cache_types.k},
+                    {"type_v", f.cache_types.v},
+                    {"n_prompt", t.n_prompt},
+                    {"n_gen", t.n_gen},
+                    {"n_depth", t.n_depth},
+                    {"test_time", stamp},
+                    {"avg_ns", static_cast<uint64_t>(avg_ns)},
+                    {"stddev_ns", static_cast<uint64_t>(sd_ns)},
+                    {"avg_ts", t.avg_ts()},
+                    {"stddev_ts", t.stddev_ts()},
+                    {"samples_ns", t.ns},
+                    {"samples_ts", ts}});
+  }
+  if (!markdown) fmt::print("{}\n", rows.dump(2));
+  return 0;
+}
+
+}  // namespace
+
+Runner add_bench(CLI::App& app) {
+  auto f = std::make_shared<BenchFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Prompt and generation speed, as llama-bench measures it (random tokens)");
+  add_model_flags(*cmd, f->model);
+  // -t takes a list here, as llama-bench's does.
+  cmd->remove_option(cmd->get_option("-t"));
+  cmd->add_option("-t,--threads", f->threads, "Thread counts to run each test with, e.g. 1,2 "
+                  "(default: one per physical core)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024));
+  cmd->add_option("-p,--n-prompt", f->n_prompt, "Prompt tokens decoded as one batch (0: none)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-n,--n-gen", f->n_gen, "Tokens generated one at a time (0: none)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("-d,--n-depth", f->n_depth, "Tokens already in the cache before each test")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("-r,--repetitions", f->reps, "Timed repetitions per test")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("-b,--batch-size", f->n_batch, "Tokens per forward pass (at least -p)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("-o,--output", f->output, "md: llama-bench's table; json: its JSON objects")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"md", "json"}));
+  add_cache_type_flags(*cmd, f->cache_types);
+  return [f]() { return bench(*f); };
+}
+
+}  // namespace tessera::cli
