@@ -7,6 +7,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
+#include <iostream>
 #include <functional>
 #include <iterator>
 
@@ -122,10 +124,11 @@ TEST_F(LlamaTest, ContextOverflowAndBadTokensAreErrors) {
   EXPECT_NO_THROW(s.decode(std::vector<int32_t>(8, 1)));
 }
 
-// Perplexity of stories260K on tests/data/story.txt at a context of 128, as
-// `tessera perplexity -c 128` prints it (tests/tools/run_test.cpp checks the
-// CLI prints this value).
-constexpr double kStoryPpl128 = 3.8552;
+// Perplexity of stories260K on tests/data/story.txt at a context of 128 by
+// the double-precision forward pass. The engine agrees within 1e-3 relative
+// (tier and device change the last digits); tests/tools/run_test.cpp checks
+// that `tessera perplexity -c 128` prints this value to that tolerance.
+constexpr double kStoryPpl128 = 3.855143;
 
 TEST_F(LlamaTest, PerplexityMatchesThePlainForwardPass) {
   std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/data/story.txt", std::ios::binary);
@@ -153,10 +156,13 @@ TEST_F(LlamaTest, PerplexityMatchesThePlainForwardPass) {
     }
   }
   EXPECT_EQ(r.scored, scored);
+  const double reference = std::exp(nll / double(scored));
+  std::cout << std::setprecision(9) << "perplexity " << r.ppl << ", double-precision reference "
+            << reference << "\n";
+  EXPECT_NEAR(reference, kStoryPpl128, 1e-5);
   // f16 keys and values and f32 sums against double: the mean NLL agrees to
-  // a few parts in 10^4.
-  EXPECT_NEAR(r.ppl, std::exp(nll / double(scored)), 1e-3 * r.ppl);
-  EXPECT_NEAR(r.ppl, kStoryPpl128, 1e-4);
+  // a few parts in 10^4 (measured 1e-4 relative on the avx2 tier).
+  EXPECT_NEAR(r.ppl, reference, 1e-3 * reference);
 }
 
 // ---- loader errors: each names what is wrong -------------------------------------

@@ -131,9 +131,9 @@ TEST(PerplexityTest, FiniteAndStableBetweenRuns) {
   const CommandResult a = run_command(cmd);
   const CommandResult b = run_command(cmd);
   ASSERT_EQ(a.exit_code, 0) << a.err;
-  // The value the engine test pins against a double-precision forward pass
-  // (tests/models/llama_test.cpp, kStoryPpl128), as printed to 4 decimals.
-  EXPECT_DOUBLE_EQ(final_ppl(a.out), 3.8552) << a.out;
+  // The double-precision forward pass's value (tests/models/llama_test.cpp,
+  // kStoryPpl128), within the engine's tolerance against it there.
+  EXPECT_NEAR(final_ppl(a.out), 3.855143, 1e-3 * 3.855143) << a.out;
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out.find("[1]"), std::string::npos) << a.out;
 }
