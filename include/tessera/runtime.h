@@ -65,6 +65,8 @@ class Runtime {
   // By name ("CPU0", case-insensitive). Throws Error(kInvalidArgument) naming
   // the devices there are.
   Device& device(std::string_view name) const;
+  // The same lookup; nullptr when absent.
+  Device* find_device(std::string_view name) const;
 
  private:
   struct LoadedModule;

@@ -49,8 +49,10 @@ class Scheduler {
     Stream* stream = nullptr;
     Event* event = nullptr;                // recorded after the split (devices with events)
     Event* copy_event = nullptr;           // recorded after its async copies
-    std::vector<Device*> copy_from;        // device of each copy's source
-    std::vector<Stream*> copy_from_stream; // its stream (nullptr: none yet)
+    std::vector<Stream*> copy_from_stream; // stream of each copy's source device (nullptr: none)
+    // Per copy, the event of the last earlier split on the source's device
+    // when both sides can copy asynchronously, else nullptr (copied synchronously).
+    std::vector<Event*> copy_producer;
     std::vector<uint8_t> copied_async;     // per copy, during compute: queued on the stream
     std::unique_ptr<StreamGraph> prepared;  // the stream's handle for these nodes
   };

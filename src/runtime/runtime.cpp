@@ -157,12 +157,17 @@ std::vector<Device*> Runtime::devices() const {
   return out;
 }
 
-Device& Runtime::device(std::string_view name) const {
-  std::string names;
+Device* Runtime::find_device(std::string_view name) const {
   for (Device* d : devices()) {
-    if (iequals(d->name(), name)) return *d;
-    names += fmt::format("{}{}", names.empty() ? "" : ", ", d->name());
+    if (iequals(d->name(), name)) return d;
   }
+  return nullptr;
+}
+
+Device& Runtime::device(std::string_view name) const {
+  if (Device* d = find_device(name)) return *d;
+  std::string names;
+  for (Device* d : devices()) names += fmt::format("{}{}", names.empty() ? "" : ", ", d->name());
   fail(ErrorCategory::kInvalidArgument, "[runtime] no device named '{}'; devices: {}", name,
        names.empty() ? "none" : names);
 }

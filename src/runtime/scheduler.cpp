@@ -221,23 +221,29 @@ void Scheduler::resolve(Plan& plan) {
   for (Split& s : plan.splits) {
     s.stream = &stream_for(*s.device);
     s.event = s.device->caps().events ? &event_for(events_, *s.device) : nullptr;
-    s.copy_from.clear();
-    for (Tensor* copy : s.copies) s.copy_from.push_back(device_of(root_of(copy->src[0])));
-    bool any_async = false;
-    for (Device* from : s.copy_from) {
-      any_async |= from != nullptr && from != s.device && s.device->caps().async &&
-                   from->caps().async && from->caps().events;
-    }
-    s.copy_event = any_async ? &event_for(copy_events_, *s.device) : nullptr;
   }
-  // Producers' streams exist once every split has one.
-  for (Split& s : plan.splits) {
+  // Producers' streams and events exist once every split has its own.
+  for (size_t k = 0; k < plan.splits.size(); ++k) {
+    Split& s = plan.splits[k];
     s.copy_from_stream.clear();
+    s.copy_producer.clear();
     s.copied_async.assign(s.copies.size(), 0);
-    for (Device* from : s.copy_from) {
+    for (Tensor* copy : s.copies) {
+      Device* from = device_of(root_of(copy->src[0]));
       auto it = from != nullptr ? streams_.find(from) : streams_.end();
       s.copy_from_stream.push_back(it == streams_.end() ? nullptr : it->second.get());
+      Event* produced = nullptr;
+      if (from != nullptr && from != s.device && s.device->caps().async && from->caps().async &&
+          from->caps().events) {
+        for (size_t e = 0; e < k; ++e) {
+          if (plan.splits[e].device == from) produced = plan.splits[e].event;
+        }
+      }
+      s.copy_producer.push_back(produced);
     }
+    const bool any_async = std::any_of(s.copy_producer.begin(), s.copy_producer.end(),
+                                       [](Event* e) { return e != nullptr; });
+    s.copy_event = any_async ? &event_for(copy_events_, *s.device) : nullptr;
     s.prepared = s.stream->prepare(s.nodes);
   }
 }
@@ -306,18 +312,10 @@ void Scheduler::compute_splits(Plan& plan) {
     for (size_t i = 0; i < s.copies.size(); ++i) {
       Tensor* copy = s.copies[i];
       const Tensor& src = *copy->src[0];
-      Device* from = s.copy_from[i];
       Stream* from_stream = s.copy_from_stream[i];
       // Device to device, both asynchronous with events: queue the copy
       // behind the producer's last recorded work, without the host waiting.
-      Event* produced = nullptr;
-      if (from != nullptr && from != s.device && s.copy_event != nullptr && from->caps().async &&
-          from->caps().events) {
-        for (const Split& earlier : plan.splits) {
-          if (&earlier == &s) break;
-          if (earlier.device == from) produced = earlier.event;
-        }
-      }
+      Event* produced = s.copy_producer[i];
       s.copied_async[i] = 0;
       if (produced != nullptr) {
         stream.wait(*produced);

@@ -101,23 +101,6 @@ std::string params_text(uint64_t p) {
                          : fmt::format("{:.2f} M", double(p) / 1e6);
 }
 
-// The CPU backend's thread count, through its extension functions (reached
-// by name: no backend header here).
-void set_threads(const LoadedModel& lm, int threads) {
-  using SetThreads = void (*)(Device&, int);
-  Backend* cpu = lm.runtime->find_backend("CPU");
-  auto* set = cpu ? reinterpret_cast<SetThreads>(cpu->proc_address("cpu_set_threads")) : nullptr;
-  if (set == nullptr) fail(ErrorCategory::kUnsupported, "[-t] this build's CPU backend cannot set threads");
-  set(cpu->device(0), threads);
-}
-
-int get_threads(const LoadedModel& lm) {
-  using GetThreads = int (*)(Device&);
-  Backend* cpu = lm.runtime->find_backend("CPU");
-  auto* get = cpu ? reinterpret_cast<GetThreads>(cpu->proc_address("cpu_get_threads")) : nullptr;
-  return get != nullptr ? get(cpu->device(0)) : 0;
-}
-
 // Decodes `count` random tokens of sequence 0 from position `pos`, `n_batch`
 // at a time (one at a time with n_batch 1).
 void decode_random(Context& ctx, std::mt19937& rng, int64_t pos, int64_t count, int64_t n_batch) {
@@ -176,7 +159,7 @@ int bench(const BenchFlags& f) {
   const ModelInfo info = describe(*lm.model);
   const std::string backends = backends_of(*lm.model);
   std::vector<int> threads = f.threads;
-  if (threads.empty()) threads.push_back(get_threads(lm));  // the backend's default
+  if (threads.empty()) threads.push_back(cpu_threads(*lm.runtime));  // the backend's default
 
   std::vector<Test> tests;
   for (int th : threads) {
@@ -200,7 +183,7 @@ int bench(const BenchFlags& f) {
   nlohmann::json rows = nlohmann::json::array();
   const Device& cpu = lm.runtime->device("CPU0");
   for (Test& t : tests) {
-    if (t.threads > 0) set_threads(lm, t.threads);
+    if (t.threads > 0) set_cpu_threads(*lm.runtime, t.threads);
     run_test(lm, f, t);
     if (markdown) {
       fmt::print("| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |\n", info.type,

@@ -29,21 +29,28 @@ std::string device_names(Runtime& runtime) {
   return out;
 }
 
-bool has_device(Runtime& runtime, const std::string& name) {
-  for (Device* d : runtime.devices()) {
-    if (d->name().size() == name.size() &&
-        std::equal(name.begin(), name.end(), d->name().begin(),
-                   [](char a, char b) { return std::tolower(a) == std::tolower(b); })) {
-      return true;
-    }
-  }
-  return false;
-}
-
 constexpr std::string_view kCacheTypes[] = {"f16", "f32", "bf16", "q8_0", "q4_0",
                                             "q4_1", "q5_0", "q5_1"};
 
 }  // namespace
+
+// The CPU backend's extension functions, reached by name (no backend header here).
+void set_cpu_threads(Runtime& runtime, int threads) {
+  using SetThreads = void (*)(Device&, int);
+  Backend* cpu = runtime.find_backend("CPU");
+  auto* set = cpu ? reinterpret_cast<SetThreads>(cpu->proc_address("cpu_set_threads")) : nullptr;
+  if (set == nullptr) {
+    fail(ErrorCategory::kUnsupported, "[-t] this build's CPU backend cannot set threads");
+  }
+  set(cpu->device(0), threads);
+}
+
+int cpu_threads(Runtime& runtime) {
+  using GetThreads = int (*)(Device&);
+  Backend* cpu = runtime.find_backend("CPU");
+  auto* get = cpu ? reinterpret_cast<GetThreads>(cpu->proc_address("cpu_get_threads")) : nullptr;
+  return get != nullptr ? get(cpu->device(0)) : 0;
+}
 
 void add_cache_type_flags(CLI::App& cmd, CacheTypeFlags& flags) {
   cmd.add_option("--cache-type-k", flags.k, "(-ctk) KV cache type for keys: f16, f32, bf16, q8_0, "
@@ -82,17 +89,8 @@ void check_cache_types(const Model& model, const CacheTypeFlags& flags) {
 LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Runtime> runtime = make_runtime();
-  if (flags.threads > 0) {
-    // The CPU backend's extension function, reached by name (no backend header here).
-    using SetThreads = void (*)(Device&, int);
-    Backend* cpu = runtime->find_backend("CPU");
-    auto* set = cpu ? reinterpret_cast<SetThreads>(cpu->proc_address("cpu_set_threads")) : nullptr;
-    if (set == nullptr) {
-      fail(ErrorCategory::kUnsupported, "[-t] this build's CPU backend cannot set threads");
-    }
-    set(cpu->device(0), flags.threads);
-  }
-  if (!flags.device.empty() && !has_device(*runtime, flags.device)) {
+  if (flags.threads > 0) set_cpu_threads(*runtime, flags.threads);
+  if (!flags.device.empty() && runtime->find_device(flags.device) == nullptr) {
     std::string upper = flags.device;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     if (upper.starts_with("CUDA")) {

@@ -37,6 +37,10 @@ struct LoadedModel {
 // placement line goes to stderr when a GPU is there.
 LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context = {});
 
+// The CPU backend's thread count (-t), through its extension functions.
+void set_cpu_threads(Runtime& runtime, int threads);
+int cpu_threads(Runtime& runtime);  // 0 when the backend cannot tell
+
 // --cache-type-k/-ctk and --cache-type-v/-ctv, as llama.cpp spells them:
 // f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1.
 struct CacheTypeFlags {
