@@ -2,12 +2,11 @@
 // into device compute and host work around it) and many sequences decoded
 // together (total tokens/s against one sequence alone, in the same run).
 //
-//   engine_bench [--model PATH | --shape llama-100m|tiny] [--type f16|f32|q8_0|q4_0]
+//   engine_bench [--model PATH | --shape NAME (tessera synth's)] [--type f16|f32|q8_0|q4_0]
 //                [-t THREADS] [-n STEPS] [--prompt TOKENS]
 //
-// Without --model it writes a random-weight Llama of the shape (normal
-// weights, std 0.02; norms 1) with the project's GGUF writer to the temp
-// folder, once. Weights are copied into anonymous memory on load, so the page
+// Without --model it writes a random-weight Llama of the shape (tessera
+// synth's) to the temp folder, once. Weights are copied into anonymous memory on load, so the page
 // cache does not matter once loaded. Every figure is a median of 3 runs; the
 // many-sequence ratios divide by the one-sequence rate measured alongside.
 #include <algorithm>
@@ -22,83 +21,23 @@
 #include <fmt/format.h>
 
 #include "tessera/engine.h"
-#include "tessera/gguf.h"
-#include "tessera/half.h"
 #include "tessera/placement.h"
 #include "tessera/runtime.h"
+#include "tessera/synth.h"
 
 namespace tessera {
 namespace {
 
-struct Shape {
-  const char* name;
-  int64_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_vocab;
-};
-constexpr Shape kShapes[] = {
-    {"llama-100m", 768, 12, 12, 4, 2048, 32000},
-    {"tiny", 256, 4, 8, 4, 512, 4096},
-};
-
-std::filesystem::path synthesize(const Shape& s, DType type) {
+std::filesystem::path synthesize(const SynthShape& s, DType type) {
   const auto path = std::filesystem::temp_directory_path() /
-                    fmt::format("tessera-bench-{}-{}-v2.gguf", s.name, dtype_name(type));
+                    fmt::format("tessera-bench-{}-{}-v3.gguf", s.name, dtype_name(type));
   if (std::filesystem::exists(path)) return path;
   fmt::print(stderr, "writing {} ...\n", path.string());
-  gguf::Writer w;
-  w.set_string("general.architecture", "llama");
-  w.set_string("general.name", fmt::format("random {}", s.name));
-  w.set_u32("llama.context_length", 4096);
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  // The Llama SentencePiece vocabulary (32000 tokens) when the shape has
-  // that many, so that `tessera run` can use the file too.
-  const auto vocab = std::filesystem::path(TESSERA_SHARED_DIR) / "fixtures/tokenizer/ggml-vocab-llama-spm.gguf";
-  if (s.n_vocab == 32000 && std::filesystem::exists(vocab)) {
-    const gguf::File v = gguf::File::open(vocab);
-    for (const gguf::KeyValue& kv : v.kvs()) {
-      if (kv.key.starts_with("tokenizer.")) w.set_value(kv.key, kv.value);
-    }
-  }
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0.0f, 0.02f);
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, bool norm) {
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = norm ? 1.0f : normal(rng);
-    const DType t = norm ? DType::kF32 : type;
-    std::vector<uint8_t> bytes(*row_bytes(t, shape[0]) * static_cast<size_t>(n / shape[0]));
-    if (t == DType::kF32) {
-      std::memcpy(bytes.data(), v.data(), bytes.size());
-    } else {
-      const size_t row = *row_bytes(t, shape[0]);
-      for (int64_t r = 0; r < n / shape[0]; ++r) {
-        quantize_row(t, v.data() + r * shape[0], bytes.data() + static_cast<size_t>(r) * row, shape[0]);
-      }
-    }
-    w.add_tensor(name, t, shape, bytes);
-  };
-  const int64_t d = s.n_embd / s.n_head, kv = d * s.n_head_kv;
-  add("token_embd.weight", {s.n_embd, s.n_vocab}, false);
-  add("output_norm.weight", {s.n_embd}, true);
-  add("output.weight", {s.n_embd, s.n_vocab}, false);
-  for (int64_t i = 0; i < s.n_layer; ++i) {
-    auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
-    add(n("attn_norm"), {s.n_embd}, true);
-    add(n("attn_q"), {s.n_embd, s.n_embd}, false);
-    add(n("attn_k"), {s.n_embd, kv}, false);
-    add(n("attn_v"), {s.n_embd, kv}, false);
-    add(n("attn_output"), {s.n_embd, s.n_embd}, false);
-    add(n("ffn_norm"), {s.n_embd}, true);
-    add(n("ffn_gate"), {s.n_embd, s.n_ff}, false);
-    add(n("ffn_up"), {s.n_embd, s.n_ff}, false);
-    add(n("ffn_down"), {s.n_ff, s.n_embd}, false);
-  }
-  w.write(path);
+  SynthOptions o;
+  o.shape = s;
+  o.type = type;
+  o.vocab = std::filesystem::path(TESSERA_SHARED_DIR) / "fixtures/tokenizer/ggml-vocab-llama-spm.gguf";
+  synthesize_model(o, path);
   return path;
 }
 
@@ -157,10 +96,7 @@ int main_(int argc, char** argv) {
     else throw std::runtime_error("unknown argument " + a + " (see the comment at the top)");
   }
   if (model_path.empty()) {
-    const Shape* s = nullptr;
-    for (const Shape& x : kShapes) {
-      if (shape_name == x.name) s = &x;
-    }
+    const SynthShape* s = find_synth_shape(shape_name);
     if (s == nullptr) throw std::runtime_error("unknown --shape " + shape_name);
     const auto type = dtype_from_name(type_name);
     if (!type) throw std::runtime_error("unknown --type " + type_name);

@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -211,7 +212,9 @@ class File {
   std::unique_ptr<Impl> impl_;
 };
 
-// Builds a GGUF v3 file in memory and writes it. Values are copied in.
+// Builds a GGUF v3 file and writes it. Values are copied in; tensor data is
+// either copied in or produced by a callback when the file is written, one
+// tensor at a time (a model larger than memory streams through).
 // Setting an existing key replaces its value in place (order kept). Misuse
 // (empty or oversized keys and names, bad shapes, wrong data sizes) throws
 // Error(kInvalidArgument).
@@ -253,13 +256,23 @@ class Writer {
   // Adds a tensor; `data` must hold exactly the tensor's bytes. Copied.
   void add_tensor(std::string_view name, DType type, std::span<const int64_t> shape,
                   std::span<const uint8_t> data);
+  // Adds a tensor whose bytes `fill` writes into `out` (exactly the tensor's
+  // size, zeroed) when the file is written or to_bytes() runs; called once
+  // per write, in the order the tensors were added.
+  using TensorFill = std::function<void(std::span<uint8_t> out)>;
+  void add_tensor(std::string_view name, DType type, std::span<const int64_t> shape,
+                  TensorFill fill);
+  size_t tensor_count() const;
   // A non-zero power of two; also written as general.alignment. Setting the
   // general.alignment key directly has the same effect.
   void set_alignment(uint32_t alignment);
 
   std::vector<uint8_t> to_bytes() const;
-  // Writes to `path`.tmp, then renames it over `path`. Throws Error(kIo).
-  void write(const std::filesystem::path& path) const;
+  // Writes to `path`.tmp, streaming the tensors one at a time, then renames
+  // it over `path`. `progress(i, n, name)` is called before tensor i of n.
+  // Throws Error(kIo); a failed write leaves no file behind.
+  using Progress = std::function<void(size_t index, size_t count, std::string_view name)>;
+  void write(const std::filesystem::path& path, const Progress& progress = {}) const;
 
  private:
   template <class T>
@@ -287,6 +300,8 @@ class Writer {
   // `bytes` holds `count` little-endian elements of `type` (bools as 0/1 bytes).
   void set_array_raw(std::string_view key, ValueType type, uint64_t count,
                      std::span<const uint8_t> bytes);
+  uint64_t check_tensor(std::string_view name, DType type, std::span<const int64_t> shape) const;
+  std::vector<uint8_t> header_bytes() const;
 
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -61,7 +61,9 @@ struct Writer::Impl {
     std::string name;
     DType type;
     std::vector<int64_t> shape;
-    std::vector<uint8_t> data;
+    uint64_t nbytes;
+    std::vector<uint8_t> data;  // when fill is empty
+    TensorFill fill;
   };
   std::vector<Entry> entries;
   std::unordered_map<std::string, size_t> entry_index;  // key -> entries[i]
@@ -231,8 +233,9 @@ void Writer::set_value(std::string_view key, const Value& v) {
   impl_->set_strings(key, strings);
 }
 
-void Writer::add_tensor(std::string_view name, DType type, std::span<const int64_t> shape,
-                        std::span<const uint8_t> data) {
+// Checks a tensor's name, type and shape; returns its size in bytes.
+uint64_t Writer::check_tensor(std::string_view name, DType type,
+                              std::span<const int64_t> shape) const {
   const std::string what = fmt::format("tensor '{}'", detail::printable(name));
   if (name.empty() || name.size() > kMaxTensorNameLength) {
     fail_arg(what + " name length", std::to_string(name.size()),
@@ -264,14 +267,33 @@ void Writer::add_tensor(std::string_view name, DType type, std::span<const int64
                            info.block_size));
     }
   }
+  return nbytes;
+}
+
+void Writer::add_tensor(std::string_view name, DType type, std::span<const int64_t> shape,
+                        std::span<const uint8_t> data) {
+  const uint64_t nbytes = check_tensor(name, type, shape);
   if (data.size() != nbytes) {
-    fail_arg(what + " data", fmt::format("{} bytes", data.size()), fmt::format("{} bytes", nbytes));
+    fail_arg(fmt::format("tensor '{}' data", detail::printable(name)),
+             fmt::format("{} bytes", data.size()), fmt::format("{} bytes", nbytes));
   }
   impl_->tensor_names.emplace(name);
   impl_->tensors.push_back({std::string(name), type,
-                            std::vector<int64_t>(shape.begin(), shape.end()),
-                            std::vector<uint8_t>(data.begin(), data.end())});
+                            std::vector<int64_t>(shape.begin(), shape.end()), nbytes,
+                            std::vector<uint8_t>(data.begin(), data.end()), {}});
 }
+
+void Writer::add_tensor(std::string_view name, DType type, std::span<const int64_t> shape,
+                        TensorFill fill) {
+  const uint64_t nbytes = check_tensor(name, type, shape);
+  if (!fill) fail_arg(fmt::format("tensor '{}' fill", detail::printable(name)), "none", "a callback");
+  impl_->tensor_names.emplace(name);
+  impl_->tensors.push_back({std::string(name), type,
+                            std::vector<int64_t>(shape.begin(), shape.end()), nbytes, {},
+                            std::move(fill)});
+}
+
+size_t Writer::tensor_count() const { return impl_->tensors.size(); }
 
 void Writer::set_alignment(uint32_t alignment) {
   if (!std::has_single_bit(alignment)) {
@@ -280,7 +302,8 @@ void Writer::set_alignment(uint32_t alignment) {
   set_u32("general.alignment", alignment);
 }
 
-std::vector<uint8_t> Writer::to_bytes() const {
+// Magic, counts, metadata and tensor infos, padded to the data section.
+std::vector<uint8_t> Writer::header_bytes() const {
   const uint32_t alignment = impl_->alignment();
   std::vector<uint8_t> out;
   append<uint32_t>(out, kMagic);
@@ -298,20 +321,35 @@ std::vector<uint8_t> Writer::to_bytes() const {
     for (int64_t d : t.shape) append<uint64_t>(out, static_cast<uint64_t>(d));
     append<uint32_t>(out, static_cast<uint32_t>(t.type));
     append<uint64_t>(out, offset);
-    offset = (offset + t.data.size() + alignment - 1) / alignment * alignment;
+    offset = (offset + t.nbytes + alignment - 1) / alignment * alignment;
   }
   // Like llama.cpp, a file without tensors ends right after its metadata.
-  if (impl_->tensors.empty()) return out;
-  pad_to(out, alignment);
+  if (!impl_->tensors.empty()) pad_to(out, alignment);
+  return out;
+}
+
+// Tensor t's bytes: its copy, or what its callback writes into `scratch`.
+static std::span<const uint8_t> tensor_bytes(const Writer::TensorFill& fill,
+                                             const std::vector<uint8_t>& data, uint64_t nbytes,
+                                             std::vector<uint8_t>& scratch) {
+  if (!fill) return data;
+  scratch.assign(nbytes, 0);
+  fill(scratch);
+  return scratch;
+}
+
+std::vector<uint8_t> Writer::to_bytes() const {
+  const uint32_t alignment = impl_->alignment();
+  std::vector<uint8_t> out = header_bytes();
+  std::vector<uint8_t> scratch;
   for (const Impl::Tensor& t : impl_->tensors) {
-    append_bytes(out, t.data);
+    append_bytes(out, tensor_bytes(t.fill, t.data, t.nbytes, scratch));
     pad_to(out, alignment);
   }
   return out;
 }
 
-void Writer::write(const std::filesystem::path& path) const {
-  const std::vector<uint8_t> bytes = to_bytes();
+void Writer::write(const std::filesystem::path& path, const Progress& progress) const {
   std::filesystem::path tmp = path;
   tmp += ".tmp";
   auto fail_io = [](const std::filesystem::path& p, std::string_view what, int err) {
@@ -320,24 +358,39 @@ void Writer::write(const std::filesystem::path& path) const {
   };
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) fail_io(tmp, "open", errno);
-  const bool wrote = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const int write_err = errno;
-  const bool flushed = std::fflush(f) == 0;
-  const int flush_err = errno;
-  const bool closed = std::fclose(f) == 0;
-  const int close_err = errno;
-  if (!wrote || !flushed || !closed) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail_io(tmp, "write", !wrote ? write_err : !flushed ? flush_err : close_err);
+  // Closes and removes the temp file on any failure, callbacks' included.
+  struct Guard {
+    std::FILE*& f;
+    const std::filesystem::path& tmp;
+    bool done = false;
+    ~Guard() {
+      if (done) return;
+      if (f != nullptr) std::fclose(f);
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+    }
+  } guard{f, tmp};
+  auto put = [&](std::span<const uint8_t> bytes) {
+    if (std::fwrite(bytes.data(), 1, bytes.size(), f) != bytes.size()) fail_io(tmp, "write", errno);
+  };
+  const uint32_t alignment = impl_->alignment();
+  put(header_bytes());
+  std::vector<uint8_t> scratch;
+  const std::vector<uint8_t> zeros(alignment, 0);
+  for (size_t i = 0; i < impl_->tensors.size(); ++i) {
+    const Impl::Tensor& t = impl_->tensors[i];
+    if (progress) progress(i, impl_->tensors.size(), t.name);
+    put(tensor_bytes(t.fill, t.data, t.nbytes, scratch));
+    put(std::span(zeros).first((alignment - t.nbytes % alignment) % alignment));
   }
+  if (std::fflush(f) != 0) fail_io(tmp, "write", errno);
+  const int closed = std::fclose(f);
+  f = nullptr;
+  if (closed != 0) fail_io(tmp, "write", errno);
   std::error_code ec;
   std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    fail_io(path, "rename from " + tmp.string(), ec.value());
-  }
+  if (ec) fail_io(path, "rename from " + tmp.string(), ec.value());
+  guard.done = true;
 }
 
 }  // namespace tessera::gguf

@@ -428,4 +428,54 @@ TEST(GgufWriter, WriteGoesThroughATempFile) {
 }
 
 }  // namespace
+TEST(GgufWriter, StreamedTensorsGiveTheSameBytesAndFailCleanly) {
+  // Two tensors, odd sizes so padding shows: the same bytes whether given
+  // up front or written by a callback, which runs once per write, in order.
+  std::mt19937 rng(11);
+  std::vector<uint8_t> a(3 * 5 * 2), b(7 * 4);
+  for (uint8_t& x : a) x = static_cast<uint8_t>(rng());
+  for (uint8_t& x : b) x = static_cast<uint8_t>(rng());
+  const std::vector<int64_t> sa{3, 5}, sb{7};
+  Writer copied, streamed;
+  for (Writer* w : {&copied, &streamed}) w->set_string("general.name", "stream");
+  copied.add_tensor("a", DType::kF16, sa, a);
+  copied.add_tensor("b", DType::kF32, sb, b);
+  std::vector<std::string> calls;
+  streamed.add_tensor("a", DType::kF16, sa, Writer::TensorFill([&](std::span<uint8_t> out) {
+    calls.push_back("a");
+    ASSERT_EQ(out.size(), a.size());
+    std::copy(a.begin(), a.end(), out.begin());
+  }));
+  streamed.add_tensor("b", DType::kF32, sb, Writer::TensorFill([&](std::span<uint8_t> out) {
+    calls.push_back("b");
+    ASSERT_EQ(out.size(), b.size());
+    std::copy(b.begin(), b.end(), out.begin());
+  }));
+  EXPECT_EQ(streamed.to_bytes(), copied.to_bytes());
+  EXPECT_EQ(calls, (std::vector<std::string>{"a", "b"}));
+
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / fmt::format("gguf_stream_{}", getpid());
+  std::filesystem::create_directories(dir);
+  std::vector<std::string> seen;
+  streamed.write(dir / "s.gguf", [&](size_t i, size_t n, std::string_view name) {
+    EXPECT_EQ(n, 2u);
+    seen.push_back(fmt::format("{}:{}", i, name));
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"0:a", "1:b"}));
+  std::ifstream in(dir / "s.gguf", std::ios::binary);
+  const std::vector<uint8_t> on_disk((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(on_disk, copied.to_bytes());
+
+  // A callback that throws: the error reaches the caller, no file is left.
+  Writer failing;
+  failing.add_tensor("x", DType::kF32, sb, Writer::TensorFill([](std::span<uint8_t>) {
+    fail(ErrorCategory::kInvalidArgument, "no data for x");
+  }));
+  EXPECT_THROW(failing.write(dir / "f.gguf"), Error);
+  EXPECT_FALSE(std::filesystem::exists(dir / "f.gguf"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "f.gguf.tmp"));
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace tessera::gguf::testing

@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
   add(tessera::cli::add_inspect);
   add(tessera::cli::add_devices);
   add(tessera::cli::add_bench);
+  add(tessera::cli::add_synth);
+  add(tessera::cli::add_quantize);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,59 @@
+// Random-weight models of real shapes, written as GGUF files that any GGUF
+// reader loads as an ordinary model: for benchmarks without downloads.
+// Weights are normal (std 0.02), norms 1; the tokenizer is copied from a
+// vocabulary GGUF. The file is written as a stream, one tensor in memory at a
+// time, so a 7B F16 file needs no 13 GiB of RAM.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "tessera/dtype.h"
+
+namespace tessera {
+
+struct SynthShape {
+  std::string_view name;
+  int64_t n_embd, n_layer, n_head, n_head_kv, n_ff;
+  int64_t n_vocab;  // 0: the vocabulary file's size
+  uint32_t n_ctx;
+  float rope_base;
+  bool tied_output;  // no output.weight: the head reads token_embd (Llama 3.2 1B)
+};
+
+// tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny.
+std::span<const SynthShape> synth_shapes();
+// Null when there is no shape of that name.
+const SynthShape* find_synth_shape(std::string_view name);
+
+struct SynthOptions {
+  std::string arch = "llama";  // only llama for now
+  SynthShape shape{};
+  DType type = DType::kF16;  // of the 2-D weights; norms are f32
+  // A GGUF whose tokenizer.* keys are copied. A vocabulary smaller than the
+  // shape's is padded with unused tokens; a larger one is an error.
+  std::filesystem::path vocab;
+  uint64_t seed = 1;
+  int threads = 0;  // 0: all logical CPUs
+};
+
+// Bytes of the weights the options describe (the tensor data of the file).
+uint64_t synth_weight_bytes(const SynthOptions& options, int64_t n_vocab);
+
+// Writes the model to `path` (through path.tmp). progress(done, total, name)
+// is called before each tensor with the bytes written so far.
+using SynthProgress = std::function<void(uint64_t done, uint64_t total, std::string_view tensor)>;
+void synthesize_model(const SynthOptions& options, const std::filesystem::path& path,
+                      const SynthProgress& progress = {});
+
+// llama.cpp's general.file_type (llama_ftype) for a file "mostly" of `type`:
+// F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9, Q6_K 18, BF16 32, ...
+// Null for types without one.
+std::optional<uint32_t> llama_file_type(DType type);
+
+}  // namespace tessera

@@ -1,0 +1,247 @@
+// synthesize_model: a llama-layout GGUF of random weights, streamed tensor by
+// tensor. Each row draws from its own generator, seeded by (seed, tensor,
+// row), so the file is the same whatever the thread count.
+#include "tessera/synth.h"
+
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "models/parallel_rows.h"
+#include "tessera/error.h"
+#include "tessera/gguf.h"
+
+namespace tessera {
+namespace {
+
+constexpr SynthShape kShapes[] = {
+    {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, false},
+    {"llama-100m", 768, 12, 12, 4, 2048, 32000, 2048, 10000.0f, false},
+    {"llama3-1b", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, true},
+    {"llama2-7b", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, false},
+    {"tiny", 256, 2, 8, 4, 512, 0, 2048, 10000.0f, false},  // for tests: the vocabulary's size
+};
+
+constexpr float kStd = 0.02f;
+
+uint64_t splitmix64(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+// Normal(0, std) values by Box-Muller from a splitmix64 stream.
+void fill_normal(float* out, int64_t n, uint64_t seed, float std) {
+  uint64_t s = seed;
+  for (int64_t i = 0; i < n; i += 2) {
+    // Uniforms in (0, 1]: the log never sees 0.
+    const double u1 = (static_cast<double>(splitmix64(s) >> 11) + 1.0) * 0x1.0p-53;
+    const double u2 = static_cast<double>(splitmix64(s) >> 11) * 0x1.0p-53;
+    const double r = std * std::sqrt(-2.0 * std::log(u1));
+    const double a = 2.0 * std::numbers::pi * u2;
+    out[i] = static_cast<float>(r * std::cos(a));
+    if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(a));
+  }
+}
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
+  bool norm;                   // f32 ones
+};
+
+std::vector<TensorSpec> llama_tensors(const SynthShape& s, int64_t n_vocab) {
+  const int64_t head = s.n_embd / s.n_head, kv = head * s.n_head_kv;
+  std::vector<TensorSpec> t;
+  t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, false});
+  t.push_back({"output_norm.weight", {s.n_embd}, true});
+  if (!s.tied_output) t.push_back({"output.weight", {s.n_embd, n_vocab}, false});
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
+    t.push_back({n("attn_norm"), {s.n_embd}, true});
+    t.push_back({n("attn_q"), {s.n_embd, s.n_embd}, false});
+    t.push_back({n("attn_k"), {s.n_embd, kv}, false});
+    t.push_back({n("attn_v"), {s.n_embd, kv}, false});
+    t.push_back({n("attn_output"), {s.n_embd, s.n_embd}, false});
+    t.push_back({n("ffn_norm"), {s.n_embd}, true});
+    t.push_back({n("ffn_gate"), {s.n_embd, s.n_ff}, false});
+    t.push_back({n("ffn_up"), {s.n_embd, s.n_ff}, false});
+    t.push_back({n("ffn_down"), {s.n_ff, s.n_embd}, false});
+  }
+  return t;
+}
+
+uint64_t tensor_bytes(const TensorSpec& t, DType type) {
+  const DType dt = t.norm ? DType::kF32 : type;
+  uint64_t rows = 1;
+  for (size_t i = 1; i < t.shape.size(); ++i) rows *= static_cast<uint64_t>(t.shape[i]);
+  return *row_bytes(dt, t.shape[0]) * rows;
+}
+
+void check_options(const SynthOptions& o) {
+  if (o.arch != "llama") {
+    fail(ErrorCategory::kInvalidArgument, "[synth] --arch: found '{}', expected llama", o.arch);
+  }
+  const SynthShape& s = o.shape;
+  if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
+      s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[synth] shape '{}': found n_embd {}, n_head {}, n_head_kv {}, expected heads that "
+         "divide n_embd and KV heads that divide heads",
+         s.name, s.n_embd, s.n_head, s.n_head_kv);
+  }
+  const DTypeInfo& info = dtype_info(o.type);
+  const int64_t head = s.n_embd / s.n_head;
+  for (int64_t row : {s.n_embd, s.n_ff}) {
+    if (!info.has_quantize || row % info.block_size != 0) {
+      fail(ErrorCategory::kInvalidArgument,
+           "[synth] --type {}: found rows of {} elements, expected a type tessera can write "
+           "whose block size ({}) divides them",
+           info.name, row, info.block_size);
+    }
+  }
+  (void)head;
+}
+
+// Copies tokenizer.* from the vocabulary file; pads the token arrays with
+// unused tokens up to n_vocab. Returns the vocabulary's own size.
+int64_t copy_tokenizer(const gguf::File& v, gguf::Writer& w, int64_t n_vocab) {
+  const gguf::Value* tokens = v.find("tokenizer.ggml.tokens");
+  if (tokens == nullptr) {
+    fail(ErrorCategory::kInvalidArgument, "[synth] --vocab {}: found no tokenizer.ggml.tokens, "
+         "expected a vocabulary GGUF", v.name());
+  }
+  const auto have = static_cast<int64_t>(tokens->array().size());
+  if (n_vocab == 0) n_vocab = have;
+  if (have > n_vocab) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[synth] --vocab {}: found {} tokens, expected at most the shape's {}", v.name(),
+         have, n_vocab);
+  }
+  for (const gguf::KeyValue& kv : v.kvs()) {
+    if (!kv.key.starts_with("tokenizer.")) continue;
+    const bool per_token = kv.key == "tokenizer.ggml.tokens" || kv.key == "tokenizer.ggml.scores" ||
+                           kv.key == "tokenizer.ggml.token_type";
+    if (!per_token || have == n_vocab) {
+      w.set_value(kv.key, kv.value);
+      continue;
+    }
+    const gguf::ArrayView& a = kv.value.array();
+    if (kv.key == "tokenizer.ggml.tokens") {
+      std::vector<std::string> s;
+      for (uint64_t i = 0; i < a.size(); ++i) s.emplace_back(a.string(i));
+      for (int64_t i = have; i < n_vocab; ++i) s.push_back(fmt::format("<unused{}>", i));
+      w.set_array_strings(kv.key, s);
+    } else if (kv.key == "tokenizer.ggml.scores") {
+      std::vector<float> s;
+      for (uint64_t i = 0; i < a.size(); ++i) s.push_back(a.number<float>(i));
+      s.resize(static_cast<size_t>(n_vocab), 0.0f);
+      w.set_array_f32(kv.key, s);
+    } else {
+      std::vector<int32_t> s;
+      for (uint64_t i = 0; i < a.size(); ++i) s.push_back(a.number<int32_t>(i));
+      s.resize(static_cast<size_t>(n_vocab), 5);  // llama_token_type UNUSED
+      w.set_array_i32(kv.key, s);
+    }
+  }
+  return n_vocab;
+}
+
+}  // namespace
+
+std::span<const SynthShape> synth_shapes() { return kShapes; }
+
+const SynthShape* find_synth_shape(std::string_view name) {
+  for (const SynthShape& s : kShapes) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::optional<uint32_t> llama_file_type(DType type) {
+  switch (type) {
+    case DType::kF32: return 0;
+    case DType::kF16: return 1;
+    case DType::kQ4_0: return 2;
+    case DType::kQ4_1: return 3;
+    case DType::kQ8_0: return 7;
+    case DType::kQ5_0: return 8;
+    case DType::kQ5_1: return 9;
+    case DType::kQ6_K: return 18;
+    case DType::kBF16: return 32;
+    default: return std::nullopt;
+  }
+}
+
+uint64_t synth_weight_bytes(const SynthOptions& o, int64_t n_vocab) {
+  uint64_t total = 0;
+  for (const TensorSpec& t : llama_tensors(o.shape, n_vocab)) total += tensor_bytes(t, o.type);
+  return total;
+}
+
+void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
+                      const SynthProgress& progress) {
+  check_options(o);
+  const SynthShape& s = o.shape;
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_string("general.name", fmt::format("random {} {}", s.name, dtype_name(o.type)));
+  if (auto ft = llama_file_type(o.type)) w.set_u32("general.file_type", *ft);
+  w.set_u32("llama.context_length", s.n_ctx);
+  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
+  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
+  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
+  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
+  w.set_f32("llama.rope.freq_base", s.rope_base);
+  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+
+  int64_t n_vocab = s.n_vocab;
+  if (!o.vocab.empty()) {
+    n_vocab = copy_tokenizer(gguf::File::open(o.vocab), w, n_vocab);
+  } else if (n_vocab == 0) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[synth] shape '{}' takes its vocabulary size from --vocab, found none", s.name);
+  }
+  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+
+  const std::vector<TensorSpec> specs = llama_tensors(s, n_vocab);
+  const int threads = default_tool_threads(o.threads);
+  for (size_t ti = 0; ti < specs.size(); ++ti) {
+    const TensorSpec& t = specs[ti];
+    const DType type = t.norm ? DType::kF32 : o.type;
+    const uint64_t tensor_seed = o.seed * 0x100000001b3ULL + ti;
+    w.add_tensor(t.name, type, t.shape, [&t, type, tensor_seed, threads](std::span<uint8_t> out) {
+      const int64_t n = t.shape[0];
+      const int64_t rows = static_cast<int64_t>(out.size() / *row_bytes(type, n));
+      const size_t row = *row_bytes(type, n);
+      parallel_rows(rows, threads, [&](int64_t begin, int64_t end) {
+        std::vector<float> v(static_cast<size_t>(n));
+        for (int64_t r = begin; r < end; ++r) {
+          if (t.norm) {
+            std::fill(v.begin(), v.end(), 1.0f);
+          } else {
+            uint64_t mix = tensor_seed ^ (static_cast<uint64_t>(r) * 0xd1b54a32d192ed03ULL);
+            fill_normal(v.data(), n, splitmix64(mix), kStd);
+          }
+          quantize_row(type, v.data(), out.data() + static_cast<size_t>(r) * row, n);
+        }
+      });
+    });
+  }
+  uint64_t done = 0;
+  const uint64_t total = synth_weight_bytes(o, n_vocab);
+  w.write(path, [&](size_t i, size_t, std::string_view name) {
+    if (i > 0) done += tensor_bytes(specs[i - 1], o.type);
+    if (progress) progress(done, total, name);
+  });
+  if (progress) progress(total, total, "");
+}
+
+}  // namespace tessera

@@ -1,0 +1,66 @@
+// `tessera synth` and `tessera quantize` as a user runs them: the files they
+// write run, and bad arguments get one line naming the argument.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tools/run_command.h"
+
+namespace tessera::testing {
+namespace {
+
+std::string tessera(const std::string& args) { return std::string(TESSERA_BIN) + " " + args; }
+
+class ModelFilesCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("tessera-cli-files-" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string at(const std::string& name) const { return (dir_ / name).string(); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(ModelFilesCli, SynthThenQuantizeThenRun) {
+  CommandResult r = run_command(tessera("synth --shape tiny --type f16 -o " + at("t.gguf")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("100%"), std::string::npos) << r.err;  // progress
+  EXPECT_NE(r.err.find("wrote " + at("t.gguf")), std::string::npos) << r.err;
+
+  r = run_command(tessera("quantize " + at("t.gguf") + " " + at("q.gguf") + " Q4_0 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("output.weight"), std::string::npos) << r.err;  // a line per tensor
+  EXPECT_NE(r.err.find("f16 -> q6_k"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("f16 -> q4_0"), std::string::npos) << r.err;
+
+  r = run_command(tessera("run -m " + at("q.gguf") + " -p 'Once upon a time' -n 8 --temp 0"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("8 tokens"), std::string::npos) << r.err;
+
+  r = run_command(tessera("inspect " + at("q.gguf")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("q4_0"), std::string::npos) << r.out;
+}
+
+TEST_F(ModelFilesCli, BadArgumentsAreNamed) {
+  CommandResult r = run_command(tessera("synth --shape llama-9b -o " + at("x.gguf")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("llama-9b"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tinyllama-1.1b"), std::string::npos) << r.err;  // the list
+  r = run_command(tessera("synth --shape tiny --type q9_9 -o " + at("x.gguf")));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--type"), std::string::npos) << r.err;
+  r = run_command(tessera("quantize /nonexistent.gguf " + at("x.gguf") + " Q4_0"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
+  r = run_command(tessera("quantize /nonexistent.gguf " + at("x.gguf") + " Q4_K_M"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("Q4_K_M"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Q8_0 (7)"), std::string::npos) << r.err;  // what it takes
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "x.gguf"));
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -1,0 +1,75 @@
+// `tessera quantize IN OUT TYPE [NTHREADS]`, in llama-quantize's argument
+// order and with its type names: converts a model's weights.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "common.h"
+#include "tessera/error.h"
+#include "tessera/quantize.h"
+
+namespace tessera::cli {
+namespace {
+
+DType parse_type(const std::string& flag, const std::string& value) {
+  const auto t = quantize_type_from_name(value);
+  if (!t) {
+    fail(ErrorCategory::kInvalidArgument, "[{}] found '{}', expected one of {}", flag, value,
+         quantize_type_names());
+  }
+  return *t;
+}
+
+}  // namespace
+
+Runner add_quantize(CLI::App& app) {
+  struct Options {
+    std::string in, out, type, output_type, embd_type;
+    int threads = 0;
+    bool pure = false, allow_requantize = false;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("quantize", "Convert a model's weights to another type");
+  cmd->footer("Types: " + quantize_type_names() +
+              "\n1-D tensors (norms, biases) keep their type; unless --pure, the output head "
+              "is Q6_K (Q8_0 for Q8_0) when TYPE is quantized, as llama-quantize does.");
+  cmd->add_option("input", opts->in, "GGUF model to read")->required();
+  cmd->add_option("output", opts->out, "GGUF file to write")->required();
+  cmd->add_option("type", opts->type, "Target type, by name or number")->required();
+  cmd->add_option("nthreads", opts->threads, "Threads (default: all CPUs)");
+  cmd->add_flag("--pure", opts->pure, "Every 2-D weight in TYPE, the output head too");
+  cmd->add_flag("--allow-requantize", opts->allow_requantize,
+                "Convert weights that are already quantized (dequantized first)");
+  cmd->add_option("--output-tensor-type", opts->output_type, "Type of output.weight");
+  cmd->add_option("--token-embedding-type", opts->embd_type, "Type of token_embd.weight");
+  return [opts]() {
+    QuantizeOptions o;
+    o.type = parse_type("type", opts->type);
+    o.threads = opts->threads;
+    o.pure = opts->pure;
+    o.allow_requantize = opts->allow_requantize;
+    if (!opts->output_type.empty()) o.output_type = parse_type("--output-tensor-type", opts->output_type);
+    if (!opts->embd_type.empty()) {
+      o.token_embedding_type = parse_type("--token-embedding-type", opts->embd_type);
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const QuantizeSummary s = quantize_model(
+        opts->in, opts->out, o, [](size_t i, size_t n, const QuantizeTensor& t) {
+          fmt::print(stderr, "[{:>4}/{:>4}] {:<32} {:>5} -> {:<5} {:9.2f} MiB -> {:9.2f} MiB{}\n",
+                     i + 1, n, t.name, dtype_name(t.from), dtype_name(t.to),
+                     double(t.bytes_in) / (1 << 20), double(t.bytes_out) / (1 << 20),
+                     t.note.empty() ? "" : "  (" + t.note + ")");
+        });
+    fmt::print(stderr, "quantized {} -> {}: {} of {} tensors converted, {:.1f} MiB -> {:.1f} MiB in "
+               "{:.1f} s\n", opts->in, opts->out, s.converted, s.tensors,
+               double(s.bytes_in) / (1 << 20), double(s.bytes_out) / (1 << 20),
+               ms_since(start) / 1000.0);
+    return 0;
+  };
+}
+
+}  // namespace tessera::cli
