@@ -1,6 +1,7 @@
 // CPU MUL_MAT micro-benchmarks with roofline probes in the same run
-// (kernels.md §2.7): memory read bandwidth and zmm FMA / vpdpbusd peaks on 1
-// and 2 threads, then MUL_MAT on the CPU device (2 threads) at batch 1 (GEMV)
+// (kernels.md §2.7): memory read bandwidth, FMA peak and the int8 dot peak of
+// the tier's own instructions (backends/cpu/ceilings.h) on 1 and 2 threads,
+// then MUL_MAT on the CPU device (2 threads) at batch 1 (GEMV)
 // and 512 (GEMM) for F16, Q8_0 and Q4_0 weights in the device's weights
 // buffer (Q4_0 / Q8_0 repacked into panels), anonymous memory as models hold
 // them. GEMV rotates through enough weight copies (>= 256 MiB) that every
@@ -23,7 +24,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "runtime/host/host_memory.h"
 #include "backends/cpu/isa.h"
-#include "probes.h"
+#include "backends/cpu/ceilings.h"
 #include "tessera/graph.h"
 #include "tessera/ops.h"
 
@@ -32,46 +33,15 @@ namespace {
 
 constexpr int kThreads = 2;                         // TESSERA_BENCH_THREADS overrides
 constexpr size_t kColdBytes = size_t{256} << 20;    // GEMV weight rotation: 8x this L3
-constexpr size_t kProbeBytes = size_t{512} << 20;   // read-bandwidth buffer
-constexpr int64_t kProbeRounds = int64_t{1} << 20;  // FMA / dpbusd rounds per call
 
-// Anonymous memory, as host buffers hold it; first touched here.
-struct HostBlock {
-  explicit HostBlock(size_t n)
-      : bytes(n), p(static_cast<uint8_t*>(host::host_allocate(n, 64, "bench"))) {
-    std::memset(p, 0x5a, n);
-  }
-  ~HostBlock() { host::host_release(p, bytes); }
-  size_t bytes;
-  uint8_t* p;
-};
-
-// Probe counters are per-thread totals marked kIsRate: Google Benchmark sums
-// them over threads and divides by the mean thread time. (An
-// iteration-invariant rate would be multiplied by the summed iteration
-// count as well, counting 2-thread work twice.)
-benchmark::Counter total_rate(double per_iteration, const benchmark::State& st) {
-  return benchmark::Counter(per_iteration * static_cast<double>(st.iterations()),
-                            benchmark::Counter::kIsRate);
-}
-
-void read_bandwidth(benchmark::State& st, const HostBlock* block) {
-  const size_t slice = block->bytes / static_cast<size_t>(st.threads()) / 256 * 256;
-  const uint8_t* p = block->p + slice * static_cast<size_t>(st.thread_index());
-  for (auto _ : st) benchmark::DoNotOptimize(read_bytes_avx512(p, slice));
-  st.counters["GB/s"] = total_rate(static_cast<double>(slice) / 1e9, st);
-}
-
-void fma_peak(benchmark::State& st) {
-  for (auto _ : st) benchmark::DoNotOptimize(fma_chains_avx512(kProbeRounds));
-  st.counters["GFLOP/s"] =
-      total_rate(static_cast<double>(kProbeRounds) * kProbeChains * 16 * 2 / 1e9, st);
-}
-
-void dpbusd_peak(benchmark::State& st) {
-  for (auto _ : st) benchmark::DoNotOptimize(dpbusd_chains_avx512(kProbeRounds));
-  st.counters["GOP/s"] =  // one MAC = 2 ops
-      total_rate(static_cast<double>(kProbeRounds) * kProbeChains * 64 * 2 / 1e9, st);
+// The device tier's ceilings, measured once per iteration (a probe is ~0.2 s).
+void ceilings(benchmark::State& st, cpu::Isa isa, int threads) {
+  Ceilings c;
+  for (auto _ : st) c = cpu::measure_ceilings(isa, threads);
+  st.counters["GB/s"] = c.read_gbs;
+  st.counters["GFLOP/s"] = c.fma_gflops;
+  st.counters["GOP/s"] = c.int8_gops;
+  st.SetLabel(c.int8_how);
 }
 
 struct MatCase {
@@ -179,40 +149,31 @@ int main(int argc, char** argv) {
   using namespace tessera::bench;
   benchmark::Initialize(&argc, argv);
   const std::vector<cpu::Isa> tiers = cpu::supported_isas();
-  const bool avx512 = tiers.back() == cpu::Isa::kAvx512;
 
   const char* env_threads = std::getenv("TESSERA_BENCH_THREADS");
   cpu::CpuBackend backend(env_threads != nullptr ? std::atoi(env_threads) : kThreads);
   cpu::CpuDevice& dev = backend.cpu_device();
   const int nth = dev.threads();
-  std::unique_ptr<HostBlock> probe;
-  // A probe of the roof a case is held to: read bandwidth (GEMV), zmm FMA
-  // (F16 GEMM) or vpdpbusd (quantized GEMM), at the device's thread count.
+  // The ceiling a case is held to: read bandwidth (GEMV), FMA (F16 GEMM) or
+  // the tier's int8 dot (quantized GEMM), at the device's thread count.
   struct Roof {
     const char* name;
     const char* counter;
   };
   auto roof_of = [](const MatCase& c) {
     return c.n == 1                ? Roof{"probe/read_bw", "GB/s"}
-           : c.type == DType::kF16 ? Roof{"probe/fma_zmm", "GFLOP/s"}
-                                   : Roof{"probe/dpbusd_zmm", "GOP/s"};
+           : c.type == DType::kF16 ? Roof{"probe/fma", "GFLOP/s"}
+                                   : Roof{"probe/int8", "GOP/s"};
   };
   auto register_probe = [&](const std::string& name, int threads) {
-    benchmark::internal::Benchmark* b =
-        name.starts_with("probe/read_bw")
-            ? benchmark::RegisterBenchmark(name.c_str(), read_bandwidth, probe.get())
-        : name.starts_with("probe/fma_zmm")
-            ? benchmark::RegisterBenchmark(name.c_str(), fma_peak)
-            : benchmark::RegisterBenchmark(name.c_str(), dpbusd_peak);
-    b->Threads(threads)->UseRealTime()->Unit(benchmark::kMillisecond);
+    const std::string full = fmt::format("{}/probe_threads:{}", name, threads);
+    benchmark::RegisterBenchmark(full.c_str(), ceilings, dev.isa(), threads)
+        ->Iterations(1)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   };
-  if (avx512) {
-    probe = std::make_unique<HostBlock>(kProbeBytes);
-    for (const char* name : {"probe/read_bw", "probe/fma_zmm", "probe/dpbusd_zmm"}) {
-      register_probe(name, 1);
-      register_probe(name, 2);
-    }
-  }
+  register_probe("probe/start", 1);
+  register_probe("probe/start", 2);
   // Each case sits between two runs of its roof probe; its ratio uses their mean.
   std::vector<MatCase> cases;
   for (int64_t n : {1, 512}) {
@@ -220,13 +181,11 @@ int main(int argc, char** argv) {
       for (auto [m, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {5632, 2048}}) {
         cases.push_back({type, k, m, n});
         const std::string name = mat_name(cases.back());
-        if (avx512)
-          register_probe(fmt::format("{}/before:{}", roof_of(cases.back()).name, name), nth);
+        register_probe(fmt::format("{}/before:{}", roof_of(cases.back()).name, name), nth);
         benchmark::RegisterBenchmark(name.c_str(), mul_mat, &dev, cases.back())
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
-        if (avx512)
-          register_probe(fmt::format("{}/after:{}", roof_of(cases.back()).name, name), nth);
+        register_probe(fmt::format("{}/after:{}", roof_of(cases.back()).name, name), nth);
       }
     }
   }
@@ -240,12 +199,10 @@ int main(int argc, char** argv) {
   fmt::print(
       "\nSummary (medians over repetitions; shared machine, so only same-run ratios mean much)\n");
   fmt::print("  probes at start      1 thread      2 threads\n");
-  for (const char* name : {"probe/read_bw", "probe/fma_zmm", "probe/dpbusd_zmm"}) {
-    const char* counter = std::string_view(name) == "probe/read_bw"   ? "GB/s"
-                          : std::string_view(name) == "probe/fma_zmm" ? "GFLOP/s"
-                                                                      : "GOP/s";
-    fmt::print("  {:<18} {:9.1f} {:>3} {:9.1f} {}\n", name + 6, reporter.median(name, 1, counter),
-               "", reporter.median(name, 2, counter), counter);
+  for (const char* counter : {"GB/s", "GFLOP/s", "GOP/s"}) {
+    fmt::print("  {:<18} {:9.1f} {:>3} {:9.1f} {}\n", counter,
+               reporter.median("probe/start/probe_threads:1", 1, counter), "",
+               reporter.median("probe/start/probe_threads:2", 1, counter), counter);
   }
   fmt::print("  {:<34} {:>8} {:>9} {:>12} {:>8}\n", "case (" + std::to_string(nth) + " threads)",
              "GB/s", "GFLOP/s", "roof", "ratio");
@@ -254,8 +211,10 @@ int main(int argc, char** argv) {
     const double gbs = reporter.median(name, 1, "GB/s"), gfs = reporter.median(name, 1, "GFLOP/s");
     const Roof roof = roof_of(c);
     const double r =
-        0.5 * (reporter.median(fmt::format("{}/before:{}", roof.name, name), nth, roof.counter) +
-               reporter.median(fmt::format("{}/after:{}", roof.name, name), nth, roof.counter));
+        0.5 * (reporter.median(fmt::format("{}/before:{}/probe_threads:{}", roof.name, name, nth), 1,
+                               roof.counter) +
+               reporter.median(fmt::format("{}/after:{}/probe_threads:{}", roof.name, name, nth), 1,
+                               roof.counter));
     const double v = c.n == 1 ? gbs : gfs;
     fmt::print("  {:<34} {:8.2f} {:9.1f} {:7.1f} {:<7} {:7.2f}\n", name, gbs, gfs, r, roof.counter,
                r > 0 ? v / r : 0.0);

@@ -4,12 +4,19 @@
 // (tg) n tokens one at a time, both after d tokens already in the cache
 // (filled untimed). Tokens are random ids. Rows give mean ± sample standard
 // deviation of tokens/s over the repetitions.
+//
+// Each row also gives its fraction of a ceiling measured in the same run,
+// before and after the test (their mean): for tg the memory read bandwidth
+// (weight and cache bytes read per token), for pp the arithmetic peak of
+// the instructions the weights' type runs on (the tier's int8 dot for
+// quantized weights, FMA for float ones).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <random>
 
 #include <fmt/format.h>
@@ -17,6 +24,7 @@
 
 #include "commands.h"
 #include "common.h"
+#include "tessera/ceilings.h"
 #include "tessera/engine.h"
 #include "tessera/error.h"
 
@@ -33,6 +41,7 @@ struct BenchFlags {
   int64_t n_batch = 512;
   std::string output = "md";
   CacheTypeFlags cache_types;
+  bool ceilings = true;
 };
 
 struct Test {
@@ -64,15 +73,33 @@ struct ModelInfo {
   std::string type;
   uint64_t bytes = 0;
   uint64_t params = 0;
+  // Per token: bytes of weights a matmul reads (every 2-D weight but the
+  // embedding table, which is only gathered, unless the head reuses it),
+  // their multiply-adds, and whether the largest share is quantized.
+  uint64_t matmul_bytes = 0;
+  uint64_t matmul_macs = 0;
+  bool quantized = false;
 };
 
 ModelInfo describe(const Model& model) {
   ModelInfo info;
   std::map<std::string, uint64_t> by_type;
+  const bool tied = model.file().find_tensor("output.weight") == nullptr;
+  std::map<DType, uint64_t> matmul_by_type;
   for (const gguf::TensorInfo& t : model.file().tensors()) {
     info.bytes += t.nbytes;
     info.params += static_cast<uint64_t>(t.n_elements());
     by_type[std::string(dtype_name(t.type))] += t.nbytes;
+    if (t.n_dims >= 2 && (t.name != "token_embd.weight" || tied)) {
+      info.matmul_bytes += t.nbytes;
+      info.matmul_macs += static_cast<uint64_t>(t.n_elements());
+      matmul_by_type[t.type] += t.nbytes;
+    }
+  }
+  if (!matmul_by_type.empty()) {
+    const auto most = std::max_element(matmul_by_type.begin(), matmul_by_type.end(),
+                                       [](auto& a, auto& b) { return a.second < b.second; });
+    info.quantized = dtype_info(most->first).quantized;
   }
   std::string main_type;
   uint64_t most = 0;
@@ -99,6 +126,59 @@ std::string bytes_text(uint64_t b) {
 std::string params_text(uint64_t p) {
   return p >= 1000000000 ? fmt::format("{:.2f} B", double(p) / 1e9)
                          : fmt::format("{:.2f} M", double(p) / 1e6);
+}
+
+// The test's rate as a fraction of its ceiling: the figure it reaches
+// (GB/s or GOP/s) and the ceiling's, with the ceiling's name.
+struct Roof {
+  double reached = 0, ceiling = 0;
+  std::string what;  // "read GB/s", "int8 GOP/s", "FMA GFLOP/s"
+  double fraction() const { return ceiling > 0 ? reached / ceiling : 0.0; }
+};
+
+Roof roof_of(const Test& t, const Model& model, const ModelInfo& info, const Ceilings& c,
+             DType type_k, DType type_v) {
+  const Hparams& hp = model.hparams();
+  const double ts = t.avg_ts();
+  // Cache rows each new token attends to, on average over the test.
+  const double ctx = t.n_depth + (t.n_prompt > 0 ? t.n_prompt : t.n_gen) / 2.0;
+  Roof r;
+  if (t.n_prompt == 0) {
+    const double cache_row = double(*row_bytes(type_k, hp.n_embd_kv()) +
+                                    *row_bytes(type_v, hp.n_embd_kv()));
+    const double bytes = double(info.matmul_bytes) + double(hp.n_layer) * ctx * cache_row;
+    r = {bytes * ts / 1e9, c.read_gbs, "read GB/s"};
+  } else {
+    // q.k and p.v over the causal context: 2 x n_head x head_dim MACs per cache row.
+    const double attn = double(hp.n_layer) * 2.0 * double(hp.n_head * hp.head_dim) * ctx;
+    const double ops = 2.0 * (double(info.matmul_macs) + attn);
+    r = info.quantized ? Roof{ops * ts / 1e9, c.int8_gops, "int8 GOP/s"}
+                       : Roof{ops * ts / 1e9, c.fma_gflops, "FMA GFLOP/s"};
+  }
+  return r;
+}
+
+// The ceilings of the CPU device at `threads` (none when the backend cannot
+// measure them or some layers sit on a GPU: its ceilings are not probed yet).
+std::optional<Ceilings> ceilings(Runtime& runtime, const Model& model, int threads) {
+  Backend* cpu = runtime.find_backend("CPU");
+  for (Device* d : model.devices()) {
+    if (d->type() == DeviceType::kGpu) return std::nullopt;
+  }
+  auto* fn = cpu ? reinterpret_cast<MeasureCeilingsFn>(cpu->proc_address(kMeasureCeilingsProc))
+                 : nullptr;
+  if (fn == nullptr) return std::nullopt;
+  return fn(cpu->device(0), threads);
+}
+
+Ceilings mean(const Ceilings& a, const Ceilings& b) {
+  Ceilings m = a;
+  m.read_gbs = (a.read_gbs + b.read_gbs) / 2;
+  m.fma_gflops = (a.fma_gflops + b.fma_gflops) / 2;
+  m.int8_gops = (a.int8_gops + b.int8_gops) / 2;
+  m.avx_vnni_gops = (a.avx_vnni_gops + b.avx_vnni_gops) / 2;
+  m.bf16_gflops = (a.bf16_gflops + b.bf16_gflops) / 2;
+  return m;
 }
 
 // Decodes `count` random tokens of sequence 0 from position `pos`, `n_batch`
@@ -174,22 +254,37 @@ int bench(const BenchFlags& f) {
   }
   const bool markdown = f.output == "md";
   if (markdown) {
-    fmt::print("| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |\n", "model", "size",
-               "params", "backend", "threads", "test", "t/s");
-    fmt::print("| {:-<30} | {:->9}: | {:->9}: | {:-<10} | {:->6}: | {:->14}: | {:->19}: |\n", "",
-               "", "", "", "", "", "");
+    fmt::print("| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} | {:>28} |\n",
+               "model", "size", "params", "backend", "threads", "test", "t/s", "of ceiling");
+    fmt::print("| {:-<30} | {:->9}: | {:->9}: | {:-<10} | {:->6}: | {:->14}: | {:->19}: | {:->27}: |\n",
+               "", "", "", "", "", "", "", "");
     std::fflush(stdout);
   }
   nlohmann::json rows = nlohmann::json::array();
   const Device& cpu = lm.runtime->device("CPU0");
+  const DType type_k = cache_type("--cache-type-k", f.cache_types.k);
+  const DType type_v = cache_type("--cache-type-v", f.cache_types.v);
   for (Test& t : tests) {
     if (t.threads > 0) set_cpu_threads(*lm.runtime, t.threads);
+    std::optional<Ceilings> before, after;
+    if (f.ceilings) before = ceilings(*lm.runtime, *lm.model, t.threads);
     run_test(lm, f, t);
+    if (f.ceilings) after = ceilings(*lm.runtime, *lm.model, t.threads);
+    std::optional<Ceilings> ceiling;
+    Roof roof;
+    if (before && after) {
+      ceiling = mean(*before, *after);
+      roof = roof_of(t, *lm.model, info, *ceiling, type_k, type_v);
+    }
     if (markdown) {
-      fmt::print("| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} |\n", info.type,
-                 bytes_text(info.bytes), params_text(info.params), backends,
-                 t.threads, t.name(),
-                 fmt::format("{:.2f} ± {:.2f}", t.avg_ts(), t.stddev_ts()));
+      const std::string of = roof.ceiling > 0
+                                 ? fmt::format("{:.0f}% of {:.1f} {}", 100 * roof.fraction(),
+                                               roof.ceiling, roof.what)
+                                 : "-";
+      fmt::print("| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>15} | {:>20} | {:>28} |\n",
+                 info.type, bytes_text(info.bytes), params_text(info.params), backends,
+                 t.threads, t.name(), fmt::format("{:.2f} ± {:.2f}", t.avg_ts(), t.stddev_ts()),
+                 of);
       std::fflush(stdout);
     }
     std::vector<double> ts;
@@ -222,6 +317,20 @@ int bench(const BenchFlags& f) {
                     {"stddev_ts", t.stddev_ts()},
                     {"samples_ns", t.ns},
                     {"samples_ts", ts}});
+    if (ceiling) {
+      rows.back()["ceilings"] = {{"tier", ceiling->tier},
+                                 {"threads", ceiling->threads},
+                                 {"read_gbs", ceiling->read_gbs},
+                                 {"fma_gflops", ceiling->fma_gflops},
+                                 {"int8_gops", ceiling->int8_gops},
+                                 {"int8_how", ceiling->int8_how},
+                                 {"avx_vnni_gops", ceiling->avx_vnni_gops},
+                                 {"bf16_gflops", ceiling->bf16_gflops}};
+      rows.back()["ceiling"] = roof.what;
+      rows.back()["ceiling_value"] = roof.ceiling;
+      rows.back()["reached_value"] = roof.reached;
+      rows.back()["ceiling_fraction"] = roof.fraction();
+    }
   }
   if (!markdown) fmt::print("{}\n", rows.dump(2));
   return 0;
@@ -262,6 +371,10 @@ Runner add_bench(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"md", "json"}));
   add_cache_type_flags(*cmd, f->cache_types);
+  cmd->add_option("--ceilings", f->ceilings,
+                  "Measure the read bandwidth and arithmetic peaks before and after each test "
+                  "and give each row's fraction of its ceiling (0: skip)")
+      ->capture_default_str();
   return [f]() { return bench(*f); };
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "backends/cpu/ceilings.h"
 #include "backends/cpu/ops/op.h"
 #include "tessera/error.h"
 
@@ -172,6 +173,13 @@ void* CpuBackend::proc_address(std::string_view name) {
   if (name == kGetThreadsProc) {
     static constexpr GetThreadsFn fn = [](Device& d) {
       return dynamic_cast<CpuDevice&>(d).threads();
+    };
+    return reinterpret_cast<void*>(fn);
+  }
+  if (name == kMeasureCeilingsProc) {
+    static constexpr MeasureCeilingsFn fn = [](Device& d, int threads) {
+      auto& cpu = dynamic_cast<CpuDevice&>(d);
+      return measure_ceilings(cpu.isa(), threads > 0 ? threads : cpu.threads());
     };
     return reinterpret_cast<void*>(fn);
   }

@@ -13,6 +13,7 @@ namespace {
 struct Features {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
+  bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Zen 5)
 };
 
 // Reads CPUID leaves 1 and 7, and checks the OS saves the wide registers (XCR0).
@@ -36,7 +37,10 @@ Features detect() {
   f.avx512vl = zmm && ((b >> 31) & 1);
   f.avx512vnni = zmm && ((c >> 11) & 1);
   unsigned a1, b1, c1, d1;
-  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.avx512bf16 = zmm && ((a1 >> 5) & 1);
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) {
+    f.avx512bf16 = zmm && ((a1 >> 5) & 1);
+    f.avx_vnni = ymm && ((a1 >> 4) & 1);
+  }
 #endif
   return f;
 }
@@ -53,6 +57,11 @@ bool supported(Isa isa, const Features& f) {
 }
 
 }  // namespace
+
+bool has_avx_vnni() {
+  static const bool has = detect().avx_vnni;
+  return has;
+}
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {

@@ -18,5 +18,7 @@ std::optional<Isa> isa_from_name(std::string_view name);
 std::vector<Isa> supported_isas();
 // The best supported tier, or TESSERA_CPU_ISA (an Error if unknown or unsupported).
 Isa default_isa();
+// AVX-VNNI (ymm vpdpbusd): no tier's kernels use it yet; the ceiling probes report it.
+bool has_avx_vnni();
 
 }  // namespace tessera::cpu
