@@ -147,7 +147,7 @@ size_t width(const std::string& s) {
 
 TEST(BenchTest, MarkdownRowsPerThreadCountAndTest) {
   const CommandResult r =
-      run_command(tessera("bench " + model() + " -p 32 -n 8 -d 0,16 -r 2 -t 1,2"));
+      run_command(tessera("bench " + model() + " -p 32 -n 8 -d 0,16 -r 2 -t 1,2 --ceilings 0"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::vector<std::string> lines;
   for (size_t at = 0, next; at < r.out.size(); at = next + 1) {
@@ -159,7 +159,7 @@ TEST(BenchTest, MarkdownRowsPerThreadCountAndTest) {
   EXPECT_EQ(width(lines[0]), width(lines[1])) << r.out;  // the rule spans the header
   EXPECT_NE(lines[0].find("| threads |"), std::string::npos) << r.out;
   const std::regex row(R"(\| llama 0\.3M F32 +\| +1\.12 MiB \| +0\.29 M \| .* \| +([12]) \| +)"
-                       R"((pp32|tg8)( @ d16)? \| +[0-9.]+ ± [0-9.]+ \|)");
+                       R"((pp32|tg8)( @ d16)? \| +[0-9.]+ ± [0-9.]+ \| +- \|)");
   for (size_t i = 2; i < lines.size(); ++i) {
     EXPECT_TRUE(std::regex_match(lines[i], row)) << lines[i];
     EXPECT_EQ(width(lines[i]), width(lines[0])) << lines[i];
@@ -182,6 +182,18 @@ TEST(BenchTest, JsonHasLlamaBenchFields) {
   }
   EXPECT_EQ(rows[0]["n_prompt"], 16);
   EXPECT_EQ(rows[1]["n_gen"], 4);
+  // Ceilings measured in the same run: pp against an arithmetic peak (f32
+  // weights: FMA), tg against the read bandwidth; the fraction is the reached
+  // figure over the ceiling.
+  EXPECT_EQ(rows[0]["ceiling"], "FMA GFLOP/s");
+  EXPECT_EQ(rows[1]["ceiling"], "read GB/s");
+  for (const auto& row : rows) {
+    ASSERT_TRUE(row.contains("ceilings")) << row.dump();
+    EXPECT_GT(row["ceilings"]["read_gbs"].get<double>(), 0.0);
+    EXPECT_GT(row["ceiling_value"].get<double>(), 0.0);
+    EXPECT_NEAR(row["ceiling_fraction"].get<double>(),
+                row["reached_value"].get<double>() / row["ceiling_value"].get<double>(), 1e-9);
+  }
   const CommandResult bad = run_command(tessera("bench " + model() + " -o csv"));
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("csv"), std::string::npos) << bad.err;
