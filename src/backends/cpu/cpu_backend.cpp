@@ -143,21 +143,21 @@ void CpuDevice::compute(std::span<Tensor* const> nodes) {
     }
     const int nth = threads_for(*node);
     const size_t work = impl->work_size ? impl->work_size(*node, nth) : 0;
+    const int phases = impl->phases ? impl->phases(*node, nth, kernels_) : 1;
     PoolBlock block;
     if (work > 0) block = scratch_.alloc(work);
-    Barrier barrier(nth);
+    std::atomic<int64_t> counter{0};
     try {
-      if (nth == 1) {
-        // Small op: the calling thread alone, no wake-up of the workers.
-        impl->compute(*node, OpContext{0, 1, static_cast<uint8_t*>(block.ptr), work, &barrier,
-                                       kernels_});
-      } else {
-        pool_.run([&](int ith, int) {
-          if (ith >= nth) return;
-          const OpContext ctx{ith, nth, static_cast<uint8_t*>(block.ptr), work, &barrier,
-                              kernels_};
-          impl->compute(*node, ctx);
-        });
+      for (int phase = 0; phase < phases; ++phase) {
+        counter.store(0, std::memory_order_relaxed);
+        // One slot per thread the op is worth; a single slot runs on the
+        // caller without waking the workers.
+        pool_.run(
+            [&](int ith, int n) {
+              impl->compute(*node, OpContext{ith, n, phase, static_cast<uint8_t*>(block.ptr), work,
+                                             kernels_, &counter});
+            },
+            nth);
       }
     } catch (...) {
       if (work > 0) scratch_.free(block);

@@ -1,5 +1,7 @@
 #include "backends/cpu/thread_pool.h"
 
+#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <set>
 #include <string>
@@ -9,16 +11,49 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define TESSERA_PAUSE() _mm_pause()
-#else
-#define TESSERA_PAUSE() ((void)0)
 #endif
 
 namespace tessera::cpu {
 namespace {
-// About 50-100 us of spinning before a worker sleeps: long enough to catch
-// the next op of a graph, short enough not to burn a core between tokens.
-constexpr int kSpinIterations = 20000;
+
+using Clock = std::chrono::steady_clock;
+
+// Spin about as long as the gap between two ops of a graph, yield the core
+// for a while longer (a descheduled thread of ours may be waiting for it),
+// then sleep.
+constexpr auto kSpinFor = std::chrono::microseconds(50);
+constexpr auto kYieldFor = std::chrono::microseconds(500);
+
+void cpu_relax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+// Waits until ready() holds; `word` changes whenever it may have become true,
+// and is what a sleeper waits on (`seen`: its value when ready() was false).
+template <class T, class Ready>
+void wait_for(const std::atomic<T>& word, const Ready& ready) {
+  const Clock::time_point start = Clock::now();
+  for (int i = 0;; ++i) {
+    const T seen = word.load(std::memory_order_acquire);
+    if (ready()) return;
+    if ((i & 63) != 63) {
+      cpu_relax();
+      continue;
+    }
+    const auto waited = Clock::now() - start;
+    if (waited < kSpinFor) continue;
+    if (waited < kSpinFor + kYieldFor) {
+      std::this_thread::yield();
+      continue;
+    }
+    word.wait(seen, std::memory_order_acquire);
+  }
+}
+
+uint32_t generation_of(uint64_t state) { return static_cast<uint32_t>(state >> 32); }
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) { start(n_threads); }
@@ -48,71 +83,109 @@ void ThreadPool::start(int n_threads) {
   }
   quit_ = false;
   workers_.reserve(static_cast<size_t>(n_threads - 1));
-  // Workers start from the generation seen here, so a job (or stop) posted
-  // before a worker first runs is not missed.
-  const uint64_t start_generation = generation_.load(std::memory_order_acquire);
   for (int i = 1; i < n_threads; ++i) {
-    workers_.emplace_back([this, i, start_generation] { worker_loop(i, start_generation); });
+    workers_.push_back(std::make_unique<Worker>());
+    Worker& w = *workers_.back();
+    w.thread = std::thread([this, &w] { worker_loop(w); });
   }
   n_threads_ = n_threads;  // only once every worker runs
 }
 
 void ThreadPool::stop() {
-  quit_ = true;
-  generation_.fetch_add(1);
-  generation_.notify_all();
-  for (std::thread& t : workers_) t.join();
+  quit_.store(true, std::memory_order_release);
+  for (auto& w : workers_) {
+    w->wake.fetch_add(1, std::memory_order_release);
+    w->wake.notify_one();
+  }
+  for (auto& w : workers_) w->thread.join();
   workers_.clear();
 }
 
-void ThreadPool::run(const Job& job) {
+void ThreadPool::run(const Job& job, int n_slots) {
   std::lock_guard lock(run_mutex_);
   error_ = nullptr;
-  if (n_threads_ == 1) {
-    job(0, 1);
+  if (n_slots <= 1 || workers_.empty()) {
+    for (int s = 0; s < n_slots; ++s) {
+      try {
+        job(s, n_slots);
+      } catch (...) {
+        if (!error_) error_ = std::current_exception();
+      }
+    }
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return;
   }
-  job_ = &job;
-  pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);
-  generation_.notify_all();
-  run_guarded(0);
-  // Wait for the workers: spin, then sleep on pending_.
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
-    if (spin < kSpinIterations) {
-      TESSERA_PAUSE();
-    } else {
-      const int left = pending_.load(std::memory_order_acquire);
-      if (left != 0) pending_.wait(left, std::memory_order_acquire);
-    }
+  job_.store(&job, std::memory_order_relaxed);
+  n_slots_.store(n_slots, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  const uint32_t gen = generation_of(state_.load(std::memory_order_relaxed)) + 1;
+  state_.store(uint64_t{gen} << 32, std::memory_order_release);
+  // Wake the workers the slots need; spinning ones see the new generation anyway.
+  const auto needed = std::min<size_t>(static_cast<size_t>(n_slots - 1), workers_.size());
+  for (size_t i = 0; i < needed; ++i) {
+    workers_[i]->wake.fetch_add(1, std::memory_order_release);
+    workers_[i]->wake.notify_one();
   }
-  job_ = nullptr;
+  take_slots(gen);
+  // Every slot is claimed; wait for those still running on workers.
+  wait_for(done_, [&] { return done_.load(std::memory_order_acquire) == n_slots; });
+  job_.store(nullptr, std::memory_order_relaxed);
   if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
 }
 
-void ThreadPool::run_guarded(int ith) {
+void ThreadPool::take_slots(uint32_t gen) {
+  uint64_t s = state_.load(std::memory_order_acquire);
+  while (generation_of(s) == gen) {
+    const int n = n_slots_.load(std::memory_order_relaxed);
+    const auto slot = static_cast<int>(s & 0xffffffffu);
+    if (slot >= n) return;
+    // Fails (and reloads s) if another thread claimed this slot or the job
+    // ended and a new one began; n is then re-read with the new state.
+    if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      continue;
+    }
+    run_slot(slot, n);
+    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) done_.notify_all();
+    s = state_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::run_slot(int slot, int n_slots) {
   try {
-    (*job_)(ith, n_threads_);
+    (*job_.load(std::memory_order_relaxed))(slot, n_slots);
   } catch (...) {
     std::lock_guard lock(error_mutex_);
     if (!error_) error_ = std::current_exception();
   }
 }
 
-void ThreadPool::worker_loop(int ith, uint64_t seen) {
+void ThreadPool::worker_loop(Worker& self) {
+  uint32_t seen = generation_of(state_.load(std::memory_order_acquire));
   while (true) {
-    uint64_t now = seen;
-    for (int spin = 0; (now = generation_.load(std::memory_order_acquire)) == seen; ++spin) {
-      if (spin < kSpinIterations) {
-        TESSERA_PAUSE();
-      } else {
-        generation_.wait(seen, std::memory_order_acquire);
+    // A new job shows as a new generation (seen while spinning) or as a
+    // bump of this worker's wake word (which a sleeper waits on).
+    uint32_t gen = seen;
+    const Clock::time_point start = Clock::now();
+    for (int i = 0;; ++i) {
+      const uint32_t woken = self.wake.load(std::memory_order_acquire);
+      if (quit_.load(std::memory_order_acquire)) return;
+      gen = generation_of(state_.load(std::memory_order_acquire));
+      if (gen != seen) break;
+      if ((i & 63) != 63) {
+        cpu_relax();
+        continue;
       }
+      const auto waited = Clock::now() - start;
+      if (waited < kSpinFor) continue;
+      if (waited < kSpinFor + kYieldFor) {
+        std::this_thread::yield();
+        continue;
+      }
+      self.wake.wait(woken, std::memory_order_acquire);
     }
-    seen = now;
-    if (quit_.load(std::memory_order_acquire)) return;
-    run_guarded(ith);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    seen = gen;
+    take_slots(gen);
   }
 }
 
@@ -131,28 +204,6 @@ int physical_core_count() {
   const int logical = static_cast<int>(std::thread::hardware_concurrency());
   if (!cores.empty()) return static_cast<int>(cores.size());
   return logical > 0 ? logical : 1;
-}
-
-}  // namespace tessera::cpu
-
-namespace tessera::cpu {
-
-void Barrier::arrive_and_wait() {
-  if (n_threads_ == 1) return;
-  const uint64_t phase = phase_.load(std::memory_order_acquire);
-  if (arrived_.fetch_add(1, std::memory_order_acq_rel) == n_threads_ - 1) {
-    arrived_.store(0, std::memory_order_relaxed);
-    phase_.fetch_add(1, std::memory_order_release);
-    phase_.notify_all();
-    return;
-  }
-  for (int spin = 0; phase_.load(std::memory_order_acquire) == phase; ++spin) {
-    if (spin < kSpinIterations) {
-      TESSERA_PAUSE();
-    } else {
-      phase_.wait(phase, std::memory_order_acquire);
-    }
-  }
 }
 
 }  // namespace tessera::cpu

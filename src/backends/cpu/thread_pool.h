@@ -1,14 +1,24 @@
-// A persistent pool of worker threads owned by the CPU device. run(fn) calls
-// fn(ith, nth) once on each of nth threads (the caller is thread 0) and returns
-// when all are done. Workers spin briefly for the next job, then sleep.
+// A persistent pool of worker threads owned by the CPU device.
+//
+// run(job, n_slots) calls job(slot, n_slots) once for every slot, each slot
+// taken by whichever thread claims it first: the caller, and the workers it
+// wakes (only as many as there are slots beyond its own). A worker that
+// wakes late, because the OS gave its core to another process, finds the
+// slots taken and the caller never waits for it; the caller only waits for
+// slots a worker has started. Jobs have no barriers: an op that needs one
+// is run as two jobs (phases, ops/op.h).
+//
+// Waiting threads spin for a few tens of microseconds (the gap between two
+// ops of a graph), then yield for a while, then sleep.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <exception>
-#include <type_traits>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace tessera::cpu {
@@ -43,23 +53,35 @@ class ThreadPool {
   // Restarts the workers with a new count (>= 1). Not while a job runs.
   void resize(int n_threads);
 
-  // Runs `job` on every thread; rethrows the first exception a thread threw.
-  // One job at a time: calls from several threads are serialized.
-  void run(const Job& job);
+  // Runs job(slot, n_slots) for every slot in [0, n_slots) (n_slots >= 1)
+  // and returns when all are done; rethrows the first exception a slot
+  // threw (the other slots still run). One job at a time: calls from
+  // several threads are serialized.
+  void run(const Job& job, int n_slots);
 
  private:
+  struct alignas(64) Worker {
+    std::atomic<uint32_t> wake{0};  // bumped when a job needs this worker
+    std::thread thread;
+  };
+
   void start(int n_threads);
   void stop();
-  void worker_loop(int ith, uint64_t seen);
-  void run_guarded(int ith);
+  void worker_loop(Worker& self);
+  // Claims and runs slots of generation `gen` until none are left.
+  void take_slots(uint32_t gen);
+  void run_slot(int slot, int n_slots);
 
   int n_threads_ = 1;
-  std::vector<std::thread> workers_;
+  std::vector<std::unique_ptr<Worker>> workers_;
   std::mutex run_mutex_;  // one job at a time
 
-  const Job* job_ = nullptr;
-  std::atomic<uint64_t> generation_{0};  // bumped per job; workers wait on it
-  std::atomic<int> pending_{0};          // workers still running the job
+  // (generation << 32) | next unclaimed slot: a claim is one compare-exchange
+  // that fails when the job it was meant for is over.
+  alignas(64) std::atomic<uint64_t> state_{0};
+  std::atomic<const Job*> job_{nullptr};
+  std::atomic<int> n_slots_{0};
+  alignas(64) std::atomic<int> done_{0};  // slots finished
   std::atomic<bool> quit_{false};
 
   std::mutex error_mutex_;
@@ -68,21 +90,5 @@ class ThreadPool {
 
 // Physical cores of this machine (logical CPUs / threads per core), at least 1.
 int physical_core_count();
-
-}  // namespace tessera::cpu
-
-namespace tessera::cpu {
-
-// All nth threads of one job wait here until every one has arrived.
-class Barrier {
- public:
-  explicit Barrier(int n_threads) : n_threads_(n_threads) {}
-  void arrive_and_wait();
-
- private:
-  int n_threads_;
-  std::atomic<int> arrived_{0};
-  std::atomic<uint64_t> phase_{0};
-};
 
 }  // namespace tessera::cpu

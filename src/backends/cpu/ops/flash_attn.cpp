@@ -69,8 +69,13 @@ size_t work_size(const Tensor& node, int nth) {
 }
 
 // Decode with fewer units than threads: each unit's keys split into `chunks`
-// ranges (one per thread, at least kMinChunk keys each), merged after a barrier.
+// ranges (one per slot, at least kMinChunk keys each), merged in a second phase.
 constexpr int64_t kMinChunk = 64;
+
+int64_t key_chunks(int64_t units, int64_t n_kv, int nth) {
+  const int64_t chunks = units < nth ? std::min<int64_t>(nth / units, n_kv / kMinChunk) : 1;
+  return std::max<int64_t>(chunks, 1);
+}
 
 struct FastState {
   const Tensor &q, &k, &v;
@@ -88,8 +93,7 @@ struct FastState {
     group = q.ne[2] / k.ne[2];
     batch_group = q.ne[3] / k.ne[3];
     units = q.ne[1] * k.ne[2] * q.ne[3];
-    chunks = units < ctx.nth ? std::min<int64_t>(ctx.nth / units, k.ne[1] / kMinChunk) : 1;
-    chunks = std::max<int64_t>(chunks, 1);
+    chunks = key_chunks(units, k.ne[1], ctx.nth);
     kv_row = scratch_floats(k.ne[1]);
     row = scratch_floats(row_len(node));
     base = thread_base(ctx, ctx.ith, node);
@@ -169,16 +173,22 @@ void compute_fast(Tensor& node, const OpContext& ctx) {
   // Split keys: partial (max, sum, undivided out) per thread, then chunk 0 merges.
   const int64_t tasks = st.units * st.chunks;
   const int64_t u = ctx.ith / st.chunks, c = ctx.ith % st.chunks;
-  if (ctx.ith < tasks) {
-    const Range kr = split_rows(st.k.ne[1], static_cast<int>(c), static_cast<int>(st.chunks));
-    st.load(u, kr.begin, kr.end, &hk, &iq, &b);
-    float* outs = FastState::outs(st.base, group, st.kv_row, st.row);
-    for (int64_t i = 0; i < group; ++i) st.op[i] = outs + i * st.row;
-    st.a.lse = FastState::lse(st.base, group, st.kv_row, st.row);
-    ctx.kernels->attn_f16(st.a);
+  if (ctx.phase == 0) {
+    if (ctx.ith < tasks) {
+      const Range kr = split_rows(st.k.ne[1], static_cast<int>(c), static_cast<int>(st.chunks));
+      st.load(u, kr.begin, kr.end, &hk, &iq, &b);
+      float* outs = FastState::outs(st.base, group, st.kv_row, st.row);
+      for (int64_t i = 0; i < group; ++i) st.op[i] = outs + i * st.row;
+      st.a.lse = FastState::lse(st.base, group, st.kv_row, st.row);
+      ctx.kernels->attn_f16(st.a);
+    }
+    return;
   }
-  ctx.sync();
+  // Phase 1: chunk 0 of each unit merges the unit's partials.
   if (ctx.ith >= tasks || c != 0) return;
+  hk = u % st.k.ne[2];
+  iq = (u / st.k.ne[2]) % st.q.ne[1];
+  b = u / (st.k.ne[2] * st.q.ne[1]);
   const int64_t dv = st.v.ne[0];
   float* mine = FastState::outs(st.base, group, st.kv_row, st.row);
   for (int64_t i = 0; i < group; ++i) {
@@ -264,8 +274,15 @@ void compute(Tensor& node, const OpContext& ctx) {
   }
 }
 
+int phases(const Tensor& node, int nth, const Kernels* kernels) {
+  if (kernels == nullptr || !kernels->attn_f16 || !fast_shape(node)) return 1;
+  const Tensor& q = *node.src[0];
+  const Tensor& k = *node.src[1];
+  return key_chunks(q.ne[1] * k.ne[2] * q.ne[3], k.ne[1], nth) > 1 ? 2 : 1;
+}
+
 }  // namespace
 
-extern const OpImpl kFlashAttnExtOp{supports, work_size, compute};
+extern const OpImpl kFlashAttnExtOp{supports, work_size, compute, phases};
 
 }  // namespace tessera::cpu

@@ -138,12 +138,15 @@ size_t acc_work_size(const Tensor& node, int nth) {
 void acc_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& a = *node.src[0];
   const Tensor& b = *node.src[1];
-  // Both contiguous: copy a's bytes, each thread a slice; then add b's rows.
-  const size_t bytes = node.n_bytes();
-  const Range c = split_rows(static_cast<int64_t>(bytes / sizeof(float)), ctx.ith, ctx.nth);
-  std::memcpy(static_cast<float*>(node.data) + c.begin, static_cast<const float*>(a.data) + c.begin,
-              static_cast<size_t>(c.end - c.begin) * sizeof(float));
-  ctx.sync();
+  // Both contiguous: copy a's bytes, each slot a slice (phase 0); then add b's rows.
+  if (ctx.phase == 0) {
+    const size_t bytes = node.n_bytes();
+    const Range c = split_rows(static_cast<int64_t>(bytes / sizeof(float)), ctx.ith, ctx.nth);
+    std::memcpy(static_cast<float*>(node.data) + c.begin,
+                static_cast<const float*>(a.data) + c.begin,
+                static_cast<size_t>(c.end - c.begin) * sizeof(float));
+    return;
+  }
   const AccView v = acc_view(node);
   float* scratch = thread_row(ctx, 1, 0, b.ne[0]);
   const Range r = split_rows(b.n_rows(), ctx.ith, ctx.nth);
@@ -156,11 +159,13 @@ void acc_compute(Tensor& node, const OpContext& ctx) {
   }
 }
 
+int acc_phases(const Tensor&, int, const Kernels*) { return 2; }
+
 }  // namespace
 
 extern const OpImpl kConcatOp{concat_supports, nullptr, concat_compute};
 extern const OpImpl kRepeatOp{repeat_supports, nullptr, repeat_compute};
 extern const OpImpl kPadOp{pad_supports, nullptr, pad_compute};
-extern const OpImpl kAccOp{acc_supports, acc_work_size, acc_compute};
+extern const OpImpl kAccOp{acc_supports, acc_work_size, acc_compute, acc_phases};
 
 }  // namespace tessera::cpu

@@ -5,10 +5,10 @@
 //  1. the f32 activations are converted ONCE into scratch (Q8 / Q8_K blocks
 //     for quantized weights; float weights read them as they are);
 //  2. the (batch, row block, column block) chunks go to the kernels.
-// GEMV-like shapes (<= 8 columns): each thread converts the columns itself
-// (a few microseconds) and takes a static share of rows: no barrier at all.
-// GEMM: the threads split the conversion, meet at one barrier, then take
-// chunks from an atomic counter.
+// GEMV-like shapes (<= 8 columns): each slot converts the columns itself
+// (a few microseconds) and takes a static share of rows: one phase.
+// GEMM: phase 0 splits the conversion over the slots, phase 1 takes chunks
+// from the op's counter.
 // Ref path (the ref tier, or no kernel): each thread takes a range of weight
 // rows, converts each row to f32 once and dots it with every input column.
 #include <algorithm>
@@ -219,29 +219,37 @@ void compute(Tensor& node, const OpContext& ctx) {
   const Chunks ch = plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], ctx.nth);
   const bool convert = mk->act != ActFormat::kF32;
   if (!ch.dynamic) {
-    // GEMV: each thread converts the few columns itself, into its own copy,
-    // so threads never wait for each other; then a static split of rows.
+    // GEMV: each slot converts the few columns itself, into its own copy,
+    // so slots never wait for each other; then a static split of rows.
     uint8_t* act = ctx.work + kLine + act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
     if (convert) convert_activations(x, *ctx.kernels, mk->act, act, {0, x.n_rows()});
     for (int64_t i = ctx.ith; i < ch.total; i += ctx.nth) run_chunk(node, *mk, act, ch, i);
     return;
   }
-  // GEMM: rows converted once, split over the threads; chunks from a counter.
+  // GEMM: rows converted once, split over the slots (phase 0); then chunks
+  // from the counter (the last phase).
   uint8_t* act = ctx.work + kLine;
-  std::atomic_ref<int64_t> next(*reinterpret_cast<int64_t*>(ctx.work));
-  if (convert) {
+  if (convert && ctx.phase == 0) {
     convert_activations(x, *ctx.kernels, mk->act, act, split_rows(x.n_rows(), ctx.ith, ctx.nth));
+    return;
   }
-  if (ctx.ith == 0) next.store(0, std::memory_order_relaxed);
-  ctx.sync();
+  std::atomic<int64_t>& next = *ctx.counter;
   for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < ch.total;
        i = next.fetch_add(1, std::memory_order_relaxed)) {
     run_chunk(node, *mk, act, ch, i);
   }
 }
 
+int phases(const Tensor& node, int nth, const Kernels* kernels) {
+  const MatKernel* mk = fast_kernel(kernels, *node.src[0]);
+  if (mk == nullptr || mk->act == ActFormat::kF32) return 1;
+  const Tensor& w = *node.src[0];
+  const Tensor& x = *node.src[1];
+  return plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], nth).dynamic ? 2 : 1;
+}
+
 }  // namespace
 
-extern const OpImpl kMulMatOp{supports, work_size, compute};
+extern const OpImpl kMulMatOp{supports, work_size, compute, phases};
 
 }  // namespace tessera::cpu

@@ -1,8 +1,12 @@
 // How the CPU backend runs one op: an OpImpl per op kind says whether a node
-// is supported (exactly), how much scratch it needs, and computes it with
-// nth threads, each taking its share by `ith`.
+// is supported (exactly), how much scratch it needs, and computes it in nth
+// slots, each taking its share by `ith`. Slots run on whichever threads of
+// the pool claim them (possibly several on one thread, one after another),
+// so a slot never waits for another: an op that needs all shares of one
+// step done before the next declares phases, run one after the other.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -16,17 +20,20 @@ struct Kernels;
 struct OpContext {
   int ith = 0;
   int nth = 1;
-  uint8_t* work = nullptr;  // scratch shared by all threads, work_size() bytes
+  int phase = 0;
+  uint8_t* work = nullptr;  // scratch shared by all slots, work_size() bytes
   size_t work_size = 0;
-  Barrier* barrier = nullptr;
   const Kernels* kernels = nullptr;  // the device's ISA tier (kernels/kernels.h); null: ref
-  void sync() const { barrier->arrive_and_wait(); }
+  // Zero at the start of each phase: slots take work items from it.
+  std::atomic<int64_t>* counter = nullptr;
 };
 
 struct OpImpl {
   bool (*supports)(const Tensor& node);
   size_t (*work_size)(const Tensor& node, int nth);  // nullptr: none
   void (*compute)(Tensor& node, const OpContext& ctx);
+  // Phases of the node with nth slots on the tier (nullptr: one).
+  int (*phases)(const Tensor& node, int nth, const Kernels* kernels) = nullptr;
 };
 
 // The implementation for node.op; nullptr when the CPU has none.
