@@ -43,6 +43,12 @@ void set_cpu_threads(Runtime& runtime, int threads) {
     fail(ErrorCategory::kUnsupported, "[-t] this build's CPU backend cannot set threads");
   }
   set(cpu->device(0), threads);
+  // OpenBLAS keeps its own threads: as many as the CPU pool's.
+  if (Backend* blas = runtime.find_backend("BLAS")) {
+    if (auto* set_blas = reinterpret_cast<SetThreads>(blas->proc_address("blas_set_threads"))) {
+      set_blas(blas->device(0), threads);
+    }
+  }
 }
 
 int cpu_threads(Runtime& runtime) {
@@ -89,7 +95,8 @@ void check_cache_types(const Model& model, const CacheTypeFlags& flags) {
 LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Runtime> runtime = make_runtime();
-  if (flags.threads > 0) set_cpu_threads(*runtime, flags.threads);
+  // Also when -t is not given: OpenBLAS's default (every logical CPU) may differ.
+  set_cpu_threads(*runtime, flags.threads > 0 ? flags.threads : cpu_threads(*runtime));
   if (!flags.device.empty() && runtime->find_device(flags.device) == nullptr) {
     std::string upper = flags.device;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -9,6 +9,7 @@
 #include "tessera/half.h"
 
 extern "C" char* openblas_get_config(void);
+extern "C" void openblas_set_num_threads(int num_threads);
 
 namespace tessera::blas {
 namespace {
@@ -193,5 +194,13 @@ bool BlasDevice::offload_op(const Tensor& node) const {
 }
 
 BlasBackend::BlasBackend() : device_(*this) {}
+
+void* BlasBackend::proc_address(std::string_view name) {
+  if (name == kSetThreadsProc) {
+    static constexpr SetThreadsFn fn = [](Device&, int n) { openblas_set_num_threads(n); };
+    return reinterpret_cast<void*>(fn);
+  }
+  return nullptr;
+}
 
 }  // namespace tessera::blas

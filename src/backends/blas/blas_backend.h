@@ -69,6 +69,9 @@ class BlasBackend final : public Backend {
   BlasBackend();
   std::string_view name() const override { return "BLAS"; }
   size_t device_count() const override { return 1; }
+  // kSetThreadsProc: OpenBLAS's own thread count, set to the CPU pool's so
+  // the two do not fight over the cores.
+  void* proc_address(std::string_view name) override;
 
  protected:
   Device& device_at(size_t) override { return device_; }
@@ -76,6 +79,9 @@ class BlasBackend final : public Backend {
  private:
   BlasDevice device_;
 };
+
+using SetThreadsFn = void (*)(Device& device, int n_threads);
+inline constexpr const char* kSetThreadsProc = "blas_set_threads";
 
 // True when `t` lives in a BLAS weights buffer as F32 although typed F16.
 bool stored_as_f32(const Tensor& t);
