@@ -96,7 +96,9 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Runtime> runtime = make_runtime();
   // Also when -t is not given: OpenBLAS's default (every logical CPU) may differ.
-  set_cpu_threads(*runtime, flags.threads > 0 ? flags.threads : cpu_threads(*runtime));
+  if (const int n = flags.threads > 0 ? flags.threads : cpu_threads(*runtime); n > 0) {
+    set_cpu_threads(*runtime, n);
+  }
   if (!flags.device.empty() && runtime->find_device(flags.device) == nullptr) {
     std::string upper = flags.device;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
