@@ -19,6 +19,8 @@
 #include <optional>
 #include <random>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -78,6 +80,7 @@ struct ModelInfo {
   // their multiply-adds, and whether the largest share is quantized.
   uint64_t matmul_bytes = 0;
   uint64_t matmul_macs = 0;
+  uint64_t head_macs = 0;  // of those, the output head's: a prompt needs its last row only
   bool quantized = false;
 };
 
@@ -90,9 +93,11 @@ ModelInfo describe(const Model& model) {
     info.bytes += t.nbytes;
     info.params += static_cast<uint64_t>(t.n_elements());
     by_type[std::string(dtype_name(t.type))] += t.nbytes;
+    const bool head = t.name == "output.weight" || (tied && t.name == "token_embd.weight");
     if (t.n_dims >= 2 && (t.name != "token_embd.weight" || tied)) {
       info.matmul_bytes += t.nbytes;
       info.matmul_macs += static_cast<uint64_t>(t.n_elements());
+      if (head) info.head_macs += static_cast<uint64_t>(t.n_elements());
       matmul_by_type[t.type] += t.nbytes;
     }
   }
@@ -151,7 +156,9 @@ Roof roof_of(const Test& t, const Model& model, const ModelInfo& info, const Cei
   } else {
     // q.k and p.v over the causal context: 2 x n_head x head_dim MACs per cache row.
     const double attn = double(hp.n_layer) * 2.0 * double(hp.n_head * hp.head_dim) * ctx;
-    const double ops = 2.0 * (double(info.matmul_macs) + attn);
+    // The head runs for the prompt's last token only.
+    const double head = double(info.head_macs) / t.n_prompt;
+    const double ops = 2.0 * (double(info.matmul_macs - info.head_macs) + head + attn);
     r = info.quantized ? Roof{ops * ts / 1e9, c.int8_gops, "int8 GOP/s"}
                        : Roof{ops * ts / 1e9, c.fma_gflops, "FMA GFLOP/s"};
   }
@@ -216,12 +223,15 @@ void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t) {
     if (timed) t.ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
   };
   once(false);  // warm-up: plans built, pages touched
+  const bool tty = isatty(fileno(stderr)) != 0;
   for (int r = 0; r < f.reps; ++r) {
-    fmt::print(stderr, "\rbench: {} threads {}, repetition {}/{}   ", t.name(), t.threads, r + 1,
-               f.reps);
+    if (tty) {
+      fmt::print(stderr, "\rbench: {} threads {}, repetition {}/{}   ", t.name(), t.threads, r + 1,
+                 f.reps);
+    }
     once(true);
   }
-  fmt::print(stderr, "\r{:60}\r", "");
+  if (tty) fmt::print(stderr, "\r{:80}\r", "");
 }
 
 std::string backends_of(const Model& model) {

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# tessera's speed table on this machine: random-weight models of a real
+# shape (tessera synth, cached outside the tree), then tessera bench for each
+# type at each thread count and depth, every row with its fraction of the
+# ceiling measured in the same run (read bandwidth for tg, the tier's int8
+# or FMA peak for pp). Weights are copied into anonymous memory at load, so
+# the page cache does not matter once a model is loaded.
+#
+#   bench/run.sh                 # TinyLlama-1.1B shape, Q4_0 Q8_0 F16, 1 and 2 threads, d 0 and 2048
+#   SHAPE=llama-100m REPS=2 bench/run.sh
+#
+# Knobs (environment): SHAPE, TYPES ("q4_0 q8_0 f16"), THREADS (1,2),
+# DEPTHS (0,2048), P (512), N (128), REPS (3), BUILD (build/release),
+# CACHE (${XDG_CACHE_HOME:-~/.cache}/tessera-bench), JSON=1 for JSON rows.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+BUILD="${BUILD:-$here/build/release}"
+SHAPE="${SHAPE:-tinyllama-1.1b}"
+TYPES="${TYPES:-q4_0 q8_0 f16}"
+THREADS="${THREADS:-1,2}"
+DEPTHS="${DEPTHS:-0,2048}"
+P="${P:-512}"
+N="${N:-128}"
+REPS="${REPS:-3}"
+CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
+tessera="$BUILD/bin/tessera"
+
+if [[ ! -x "$tessera" ]]; then
+  echo "bench/run.sh: $tessera not found; build first (make build)" >&2
+  exit 1
+fi
+mkdir -p "$CACHE"
+
+echo "# tessera bench/run.sh — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) logical CPUs"
+flags="$(grep -m1 '^flags' /proc/cpuinfo)"
+tier=ref
+[[ "$flags" == *" avx2 "* && "$flags" == *" fma "* ]] && tier=avx2
+[[ "$flags" == *avx512_vnni* && "$flags" == *avx512_bf16* ]] && tier=avx512
+tier="${TESSERA_CPU_ISA:-$tier}"
+echo "# tier: $tier; shape $SHAPE; pp$P, tg$N, depths $DEPTHS, threads $THREADS, $REPS repetitions"
+echo
+
+for type in $TYPES; do
+  model="$CACHE/$SHAPE-$type.gguf"
+  if [[ ! -f "$model" ]]; then
+    echo "synthesizing $model ..." >&2
+    "$tessera" synth --shape "$SHAPE" --type "$type" -o "$model" >&2
+  fi
+  out=md
+  [[ "${JSON:-0}" == 1 ]] && out=json
+  "$tessera" bench -m "$model" -p "$P" -n "$N" -d "$DEPTHS" -t "$THREADS" -r "$REPS" -o "$out"
+  echo
+done
