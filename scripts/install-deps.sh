@@ -4,7 +4,8 @@
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
-          libfmt-dev nlohmann-json3-dev libcli11-dev libopenblas-dev libpcre2-dev)
+          libfmt-dev nlohmann-json3-dev libcli11-dev libopenblas-dev libpcre2-dev
+          libcpp-httplib-dev)
 if [[ "${1:-}" == "--ci" ]]; then
   packages+=(clang libclang-rt-14-dev)
 fi

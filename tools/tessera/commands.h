@@ -18,5 +18,6 @@ Runner add_tokenize(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_quantize(CLI::App& app);
+Runner add_serve(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   add(tessera::cli::add_bench);
   add(tessera::cli::add_synth);
   add(tessera::cli::add_quantize);
+  add(tessera::cli::add_serve);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,18 @@
+// The chat renderer the server uses: the model's tokenizer.chat_template, or
+// a built-in template by name (--chat-template), or ChatML when the model
+// has none.
+#pragma once
+
+#include <string>
+
+#include "server/server.h"
+#include "tessera/gguf.h"
+#include "tessera/tokenizer.h"
+
+namespace tessera::server {
+
+ChatRenderer make_chat_renderer(const gguf::File& file, const Tokenizer& tokenizer,
+                                const std::string& builtin_name);
+std::string builtin_chat_names();
+
+}  // namespace tessera::server

@@ -1,0 +1,116 @@
+// `tessera serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np SLOTS] [-c CTX]
+// [--api-key KEY] [-t THREADS] [--chat-template NAME]`: an OpenAI-compatible
+// HTTP server with continuous batching (tools/server/).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "common.h"
+#include "server/chat.h"
+#include "server/generator.h"
+#include "server/server.h"
+#include "tessera/error.h"
+
+namespace tessera::cli {
+
+Runner add_serve(CLI::App& app) {
+  struct Options {
+    ModelFlags model;
+    server::ServerOptions http;
+    int slots = 4;
+    int64_t n_ctx = 0;
+    int64_t n_batch = 512;
+    std::string chat_template;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "OpenAI-compatible HTTP server (completions, chat, streaming, metrics)");
+  add_model_flags(*cmd, o->model);
+  cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->http.port, "Port (0: any free port)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--parallel", o->slots,
+                  "(-np) Slots: requests decoded together; each holds CTX / SLOTS cells")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("-c,--ctx-size", o->n_ctx,
+                  "KV cache cells shared by the slots (0: the model's, at most 4096)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("-b,--batch-size", o->n_batch, "Tokens per forward pass")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  cmd->add_option("--api-key", o->http.api_key,
+                  "Require 'Authorization: Bearer KEY' (all but /health and /)");
+  cmd->add_option("--alias", o->http.model_name, "Model name in responses (default: file name)");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "Built-in chat template instead of the model's: " + server::builtin_chat_names());
+  cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes (413 past it)")
+      ->capture_default_str();
+  return [o]() {
+    // Signals go to the thread that waits for them; a client that leaves
+    // mid-stream is a failed write, not a SIGPIPE.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (o->http.model_name.empty()) {
+      const auto slash = o->model.model.find_last_of('/');
+      o->http.model_name = slash == std::string::npos ? o->model.model : o->model.model.substr(slash + 1);
+    }
+    server::Server http(o->http);
+    const int port = http.bind();
+    std::thread listener([&] { http.listen(); });
+    fmt::print(stderr, "listening on http://{}:{} (loading {})\n", o->http.host, port,
+               o->model.model);
+    std::fflush(stderr);
+
+    std::optional<LoadedModel> loaded;
+    std::unique_ptr<server::Generator> generator;
+    server::ChatRenderer chat;
+    try {
+      PlacementOptions where;
+      if (o->n_ctx > 0) where.n_ctx = o->n_ctx;
+      where.n_batch = o->n_batch;
+      loaded.emplace(load_model(o->model, where));
+      LoadedModel& lm = *loaded;
+      chat = server::make_chat_renderer(lm.model->file(), lm.tokenizer, o->chat_template);
+      generator = std::make_unique<server::Generator>(
+          *lm.model, lm.tokenizer,
+          server::GeneratorOptions{.n_slots = o->slots, .n_ctx = o->n_ctx, .n_batch = o->n_batch});
+    } catch (const std::exception& e) {
+      http.set_load_error(e.what());
+      http.stop();
+      listener.join();
+      throw;
+    }
+    LoadedModel& lm = *loaded;
+    http.attach(*lm.model, lm.tokenizer, *generator, std::move(chat));
+    fmt::print(stderr, "ready: {} slots of {} cells; Ctrl-C stops\n", generator->n_slots(),
+               generator->slot_ctx());
+    std::fflush(stderr);
+
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    fmt::print(stderr, "{}: finishing the requests in flight, then stopping\n",
+               sig == SIGINT ? "SIGINT" : "SIGTERM");
+    generator->shutdown();  // every stream gets its last chunk and [DONE]
+    http.stop();
+    listener.join();
+    return 0;
+  };
+}
+
+}  // namespace tessera::cli
