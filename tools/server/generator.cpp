@@ -173,6 +173,7 @@ void Generator::loop() {
         if (s->state != Slot::State::kIdle) finish(*s, "error", e.what());
       }
     }
+    update_gauges();
   }
 }
 
@@ -226,6 +227,11 @@ bool Generator::step() {
   // Clients gone: free their slots.
   for (auto& s : slots_) {
     if (s->state != Slot::State::kIdle && s->request->cancelled.load()) {
+      {
+        std::lock_guard lock(mutex_);
+        ++metrics_.cancelled;
+        metrics_.generated_tokens += static_cast<uint64_t>(s->n_gen);
+      }
       s->request.reset();
       s->state = Slot::State::kIdle;
     }
@@ -304,13 +310,14 @@ bool Generator::step() {
       handle_token(*s, context_.logits(static_cast<size_t>(s->batch_index)));
     }
   }
-  {
-    std::lock_guard lock(mutex_);
-    metrics_.kv_cells_used = context_.cache().used();
-    metrics_.slots_busy = static_cast<int>(std::count_if(
-        slots_.begin(), slots_.end(), [](auto& s) { return s->state != Slot::State::kIdle; }));
-  }
   return true;
+}
+
+void Generator::update_gauges() {
+  std::lock_guard lock(mutex_);
+  metrics_.kv_cells_used = context_.cache().used();
+  metrics_.slots_busy = static_cast<int>(std::count_if(
+      slots_.begin(), slots_.end(), [](auto& s) { return s->state != Slot::State::kIdle; }));
 }
 
 void Generator::handle_token(Slot& s, std::span<const float> logits) {

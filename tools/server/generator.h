@@ -80,6 +80,7 @@ struct GeneratorOptions {
 
 struct GeneratorMetrics {
   uint64_t requests = 0, prompt_tokens = 0, generated_tokens = 0, cached_tokens = 0;
+  uint64_t cancelled = 0;  // clients that left before the end
   double prompt_seconds = 0, generation_seconds = 0;
   int slots_busy = 0, slots = 0, queued = 0;
   int64_t kv_cells_used = 0, kv_cells = 0;
@@ -109,6 +110,7 @@ class Generator {
   struct Slot;
   void loop();
   bool step();  // false when there was nothing to do
+  void update_gauges();
   void assign(Slot& slot, std::shared_ptr<Request> request);
   void handle_token(Slot& slot, std::span<const float> logits);
   void finish(Slot& slot, const std::string& reason, const std::string& error = {});

@@ -361,6 +361,8 @@ struct Server::Impl {
                            name, help, type, v);
       };
       metric("requests_total", "counter", "Generation requests accepted.", double(m.requests));
+      metric("requests_cancelled_total", "counter", "Requests whose client left before the end.",
+             double(m.cancelled));
       metric("prompt_tokens_total", "counter", "Prompt tokens decoded (cache hits excluded).",
              double(m.prompt_tokens));
       metric("prompt_tokens_cached_total", "counter", "Prompt tokens reused from the cache.",
@@ -384,6 +386,7 @@ struct Server::Impl {
 
   void hooks() {
     http.set_payload_max_length(options.max_body_bytes);
+    http.set_tcp_nodelay(true);  // a streamed token goes out now, not after a delayed ACK
     http.new_task_queue = [n = options.http_threads] {
       return new httplib::ThreadPool(static_cast<size_t>(n));
     };

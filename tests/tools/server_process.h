@@ -1,0 +1,124 @@
+// Starts `tessera serve` on a free port as a child process for the server
+// tests, waits until /health says ok, and stops it with SIGTERM.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+namespace tessera::testing {
+
+class ServerProcess {
+ public:
+  // `args`: what follows `tessera serve` (the model, -np, ...).
+  explicit ServerProcess(const std::vector<std::string>& args) {
+    log_ = std::filesystem::temp_directory_path() /
+           ("tessera-serve-" + std::to_string(getpid()) + "-" + std::to_string(counter()++) + ".log");
+    std::vector<std::string> argv{TESSERA_BIN, "serve", "--port", "0"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = fork();
+    if (pid_ == 0) {
+      std::freopen(log_.c_str(), "w", stderr);
+      std::vector<char*> c;
+      for (std::string& a : argv) c.push_back(a.data());
+      c.push_back(nullptr);
+      execv(c[0], c.data());
+      _exit(127);
+    }
+    // The port from "listening on http://HOST:PORT", then /health ok.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    const std::regex listening(R"(listening on http://[^:]+:(\d+))");
+    while (port_ == 0) {
+      if (std::chrono::steady_clock::now() > deadline || exited()) {
+        throw std::runtime_error("tessera serve did not start:\n" + log());
+      }
+      std::smatch m;
+      const std::string text = log();
+      if (std::regex_search(text, m, listening)) port_ = std::stoi(m[1]);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    while (true) {
+      if (std::chrono::steady_clock::now() > deadline || exited()) {
+        throw std::runtime_error("tessera serve never became ready:\n" + log());
+      }
+      auto r = client().Get("/health");
+      if (r && r->status == 200) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~ServerProcess() {
+    if (pid_ > 0 && !exited()) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    std::filesystem::remove(log_);
+  }
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  int port() const { return port_; }
+  pid_t pid() const { return pid_; }
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(60, 0);
+    c.set_tcp_nodelay(true);
+    return c;
+  }
+  std::string log() const {
+    std::ifstream in(log_);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  // Resident set size in KiB, from /proc.
+  long rss_kib() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+    }
+    return -1;
+  }
+  // SIGTERM, then the exit code (-1 if it did not exit within `seconds`).
+  int terminate(int seconds = 20) {
+    kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (exited()) return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return -1;
+  }
+
+ private:
+  static int& counter() {
+    static int n = 0;
+    return n;
+  }
+  bool exited() {
+    if (done_) return true;
+    if (waitpid(pid_, &status_, WNOHANG) == pid_) done_ = true;
+    return done_;
+  }
+
+  std::filesystem::path log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int status_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace tessera::testing

@@ -1,0 +1,341 @@
+// `tessera serve` as clients use it: the real server on a free port with
+// stories260K, every endpoint, streaming, concurrent streams that each get
+// the text they get alone, client mistakes answered with error objects (and
+// no growth in memory), clients that leave, and a clean shutdown.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/run_command.h"
+#include "tools/server_process.h"
+
+namespace tessera::testing {
+namespace {
+
+using nlohmann::json;
+
+std::string model() { return shared_dir() + "/models/stories260K.gguf"; }
+
+// POSTs `body` and hands the response body to `receive` as it arrives
+// (return false to hang up).
+void post_streaming(const ServerProcess& s, const std::string& path, const json& body,
+                    const std::function<bool(const char*, size_t)>& receive) {
+  httplib::Client c = s.client();
+  httplib::Request req;
+  req.method = "POST";
+  req.path = path;
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    return receive(data, n);
+  };
+  c.send(req);
+}
+
+json post(const ServerProcess& s, const std::string& path, const json& body, int want = 200) {
+  auto r = s.client().Post(path, body.dump(), "application/json");
+  EXPECT_TRUE(r) << path;
+  if (!r) return {};
+  EXPECT_EQ(r->status, want) << path << ": " << r->body;
+  return json::parse(r->body);
+}
+
+// The data lines of an SSE stream, "[DONE]" included.
+std::vector<std::string> stream(const ServerProcess& s, const std::string& path, json body) {
+  body["stream"] = true;
+  std::string raw;
+  post_streaming(s, path, body, [&](const char* data, size_t n) {
+    raw.append(data, n);
+    return true;
+  });
+  std::vector<std::string> lines;
+  for (size_t at = 0, next; at < raw.size(); at = next + 1) {
+    next = raw.find('\n', at);
+    if (next == std::string::npos) next = raw.size();
+    const std::string line = raw.substr(at, next - at);
+    if (line.rfind("data: ", 0) == 0) lines.push_back(line.substr(6));
+  }
+  return lines;
+}
+
+std::string streamed_text(const std::vector<std::string>& lines, bool chat) {
+  std::string text;
+  for (const std::string& l : lines) {
+    if (l == "[DONE]") break;
+    const json j = json::parse(l);
+    for (const json& c : j["choices"]) {
+      if (chat) {
+        if (c["delta"].contains("content")) text += c["delta"]["content"].get<std::string>();
+      } else {
+        text += c["text"].get<std::string>();
+      }
+    }
+  }
+  return text;
+}
+
+void expect_error(const httplib::Result& r, int status, const std::string& mentions) {
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, status) << r->body;
+  const json j = json::parse(r->body);
+  ASSERT_TRUE(j.contains("error")) << r->body;
+  EXPECT_EQ(j["error"]["code"], status);
+  EXPECT_TRUE(j["error"]["type"].is_string());
+  EXPECT_NE(j["error"]["message"].get<std::string>().find(mentions), std::string::npos) << r->body;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess({"-m", model(), "-np", "4", "-c", "2048", "-t", "2"});
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static ServerProcess* server_;
+};
+ServerProcess* ServerTest::server_ = nullptr;
+
+TEST_F(ServerTest, HealthModelsTokenizeDetokenize) {
+  auto r = server_->client().Get("/health");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(json::parse(r->body), json({{"status", "ok"}}));
+  r = server_->client().Get("/v1/models");
+  ASSERT_TRUE(r);
+  const json models = json::parse(r->body);
+  EXPECT_EQ(models["data"][0]["id"], "stories260K.gguf");
+  EXPECT_EQ(models["data"][0]["meta"]["n_vocab"], 512);
+  const json ids = post(*server_, "/tokenize", {{"content", "Once upon a time"}});
+  ASSERT_FALSE(ids["tokens"].empty());
+  EXPECT_EQ(post(*server_, "/detokenize", {{"tokens", ids["tokens"]}})["content"], "Once upon a time");
+}
+
+TEST_F(ServerTest, GreedyCompletionEqualsTesseraRun) {
+  const json r = post(*server_, "/v1/completions",
+                      {{"prompt", "Once upon a time"}, {"max_tokens", 20}, {"temperature", 0}});
+  const std::string text = r["choices"][0]["text"];
+  EXPECT_EQ(text.rfind(", there was a little girl named Lily. She loved to play", 0), 0u) << text;
+  EXPECT_EQ(r["object"], "text_completion");
+  EXPECT_EQ(r["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(r["usage"]["completion_tokens"], 20);
+  EXPECT_EQ(r["usage"]["total_tokens"], r["usage"]["prompt_tokens"].get<int>() + 20);
+  EXPECT_EQ(r["timings"]["predicted_n"], 20);
+  // A stop string ends the text where it starts.
+  const json s = post(*server_, "/v1/completions",
+                      {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0},
+                       {"stop", json::array({"Lily"})}});
+  EXPECT_EQ(s["choices"][0]["text"], ", there was a little girl named ");
+  EXPECT_EQ(s["choices"][0]["finish_reason"], "stop");
+}
+
+TEST_F(ServerTest, StreamingGivesTheSameTextThenUsageAndDone) {
+  const json body = {{"prompt", "One day"}, {"max_tokens", 24}, {"temperature", 0},
+                     {"stream_options", {{"include_usage", true}}}};
+  const std::string whole = post(*server_, "/v1/completions", body)["choices"][0]["text"];
+  const std::vector<std::string> lines = stream(*server_, "/v1/completions", body);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(lines.back(), "[DONE]");
+  EXPECT_EQ(streamed_text(lines, false), whole);
+  const json usage = json::parse(lines[lines.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 24);
+  const json last = json::parse(lines[lines.size() - 3]);
+  EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
+}
+
+TEST_F(ServerTest, ChatCompletionAndItsStream) {
+  const json body = {{"messages", json::array({{{"role", "system"}, {"content", "Be brief."}},
+                                               {{"role", "user"}, {"content", "Tell a story."}}})},
+                     {"max_tokens", 16},
+                     {"temperature", 0}};
+  const json r = post(*server_, "/v1/chat/completions", body);
+  EXPECT_EQ(r["object"], "chat.completion");
+  EXPECT_EQ(r["choices"][0]["message"]["role"], "assistant");
+  const std::string text = r["choices"][0]["message"]["content"];
+  EXPECT_FALSE(text.empty());
+  const std::vector<std::string> lines = stream(*server_, "/v1/chat/completions", body);
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_EQ(json::parse(lines[0])["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(json::parse(lines[0])["object"], "chat.completion.chunk");
+  EXPECT_EQ(streamed_text(lines, true), text);
+}
+
+TEST_F(ServerTest, LogprobsOfTheChosenTokens) {
+  const json r = post(*server_, "/v1/completions",
+                      {{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0},
+                       {"logprobs", 3}});
+  const json& lp = r["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["token_logprobs"].size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const float chosen = lp["token_logprobs"][i];
+    EXPECT_LE(chosen, 0.0f);
+    ASSERT_EQ(lp["top_logprobs"][i].size(), 3u);
+    // Greedy: the chosen token is the most likely one.
+    float best = -1e30f;
+    for (auto& [tok, v] : lp["top_logprobs"][i].items()) best = std::max(best, v.get<float>());
+    EXPECT_FLOAT_EQ(chosen, best);
+  }
+}
+
+TEST_F(ServerTest, EightConcurrentStreamsEachGetTheirTextAlone) {
+  const char* prompts[] = {"Once upon a time", "One day", "Lily was", "The sun",
+                           "Tom and Sam", "A little dog", "The girl", "In the park"};
+  std::vector<std::string> alone;
+  for (const char* p : prompts) {
+    alone.push_back(post(*server_, "/v1/completions",
+                         {{"prompt", p}, {"max_tokens", 32}, {"temperature", 0}})["choices"][0]["text"]);
+  }
+  std::vector<std::string> together(8);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < 8; ++i) {
+    clients.emplace_back([&, i] {
+      together[i] = streamed_text(
+          stream(*server_, "/v1/completions",
+                 {{"prompt", prompts[i]}, {"max_tokens", 32}, {"temperature", 0}}),
+          false);
+    });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t i = 0; i < 8; ++i) EXPECT_EQ(together[i], alone[i]) << prompts[i];
+}
+
+TEST_F(ServerTest, ClientMistakesGetErrorObjects) {
+  httplib::Client c = server_->client();
+  expect_error(c.Post("/v1/completions", "{not json", "application/json"), 400, "not valid JSON");
+  expect_error(c.Post("/v1/completions", "[1,2]", "application/json"), 400, "JSON object");
+  expect_error(c.Post("/v1/completions", R"({"prompt":"x","temperature":"hot"})", "application/json"),
+               400, "temperature");
+  expect_error(c.Post("/v1/completions", R"({"prompt":"x","top_p":3})", "application/json"), 400,
+               "top_p");
+  expect_error(c.Post("/v1/completions", R"({"prompt":"x","n":2})", "application/json"), 400, "'n'");
+  expect_error(c.Post("/v1/completions", R"({"max_tokens":4})", "application/json"), 400, "prompt");
+  expect_error(c.Post("/v1/completions", R"({"prompt":[1,99999]})", "application/json"), 400,
+               "99999");
+  expect_error(c.Post("/v1/chat/completions", R"({"messages":[]})", "application/json"), 400,
+               "messages");
+  expect_error(c.Post("/v1/completions", R"({"prompt":"x","max_tokens":100000})", "application/json"),
+               400, "a slot holds");
+  expect_error(c.Get("/v1/nothing"), 404, "/v1/nothing");
+  expect_error(c.Post("/v1/completions", std::string(9 << 20, ' '), "application/json"), 413,
+               "larger");
+}
+
+TEST_F(ServerTest, AThousandMalformedRequestsLeaveItAnsweringWithoutGrowing) {
+  httplib::Client c = server_->client();
+  c.set_keep_alive(true);
+  auto one = [&](int i) {
+    switch (i % 5) {
+      case 0: return c.Post("/v1/completions", "{\"prompt\": [", "application/json");
+      case 1: return c.Post("/v1/completions", R"({"prompt":"x","stop":[1,2]})", "application/json");
+      case 2: return c.Post("/v1/chat/completions", R"({"messages":[{"content":"x"}]})", "application/json");
+      case 3: return c.Post("/tokenize", R"({"content":7})", "application/json");
+      default: return c.Post("/detokenize", R"({"tokens":[-1]})", "application/json");
+    }
+  };
+  for (int i = 0; i < 100; ++i) one(i);  // warm: allocator pools settle
+  const long before = server_->rss_kib();
+  for (int i = 0; i < 1000; ++i) {
+    auto r = one(i);
+    ASSERT_TRUE(r) << i;
+    ASSERT_EQ(r->status, 400) << i << ": " << r->body;
+  }
+  const long after = server_->rss_kib();
+  EXPECT_LT(after - before, 4 * 1024) << "RSS " << before << " KiB -> " << after << " KiB";
+  auto h = server_->client().Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
+  RecordProperty("rss_before_kib", static_cast<int>(before));
+  RecordProperty("rss_after_kib", static_cast<int>(after));
+}
+
+// A model slow enough that a long generation outlives the client: the
+// random-weight "tiny" shape, written once per run.
+std::string slow_model() {
+  static const std::string path = [] {
+    const std::string p = (std::filesystem::temp_directory_path() /
+                           ("tessera-server-tiny-" + std::to_string(getpid()) + ".gguf"))
+                              .string();
+    const CommandResult r = run_command(std::string(TESSERA_BIN) +
+                                        " synth --shape tiny --type q8_0 -o " + p);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::atexit([] { std::filesystem::remove(slow_model()); });
+    return p;
+  }();
+  return path;
+}
+
+long metric(const ServerProcess& s, const std::string& name) {
+  auto m = s.client().Get("/metrics");
+  if (!m) return -1;
+  const auto at = m->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stol(m->body.substr(at + name.size() + 2));
+}
+
+TEST(ServerCancel, AClientThatLeavesFreesItsSlotAtOnce) {
+  ServerProcess s({"-m", slow_model(), "-np", "1", "-c", "4096"});
+  std::atomic<int> chunks{0};
+  post_streaming(s, "/v1/completions",
+                 {{"prompt", "Once upon a time"}, {"max_tokens", 4000}, {"stream", true},
+                  {"ignore_eos", true}},
+                 [&](const char*, size_t) { return ++chunks < 3; });  // hang up after 2 chunks
+  // Freed within a few steps of the hang-up, long before 4000 tokens.
+  bool freed = false;
+  for (int i = 0; i < 100 && !freed; ++i) {
+    freed = metric(s, "tessera_slots_busy") == 0 && metric(s, "tessera_requests_cancelled_total") == 1;
+    if (!freed) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(freed) << s.client().Get("/metrics")->body;
+  EXPECT_LT(metric(s, "tessera_generated_tokens_total"), 4000);
+}
+
+TEST(ServerAuth, ApiKeyIsRequiredExceptForHealth) {
+  ServerProcess s({"-m", model(), "--api-key", "sekret", "-np", "1"});
+  httplib::Client c = s.client();
+  expect_error(c.Get("/v1/models"), 401, "API key");
+  httplib::Headers wrong{{"Authorization", "Bearer nope"}};
+  expect_error(c.Get("/v1/models", wrong), 401, "API key");
+  auto ok = c.Get("/v1/models", httplib::Headers{{"Authorization", "Bearer sekret"}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(c.Get("/health")->status, 200);
+}
+
+TEST(ServerShutdown, SigtermEndsAStreamCleanlyAndExits) {
+  ServerProcess s({"-m", slow_model(), "-np", "1", "-c", "4096"});
+  std::string raw;
+  std::mutex m;
+  auto seen = [&] {
+    std::lock_guard lock(m);
+    return raw.find("data: ") != std::string::npos;
+  };
+  std::thread client([&] {
+    post_streaming(s, "/v1/completions",
+                   {{"prompt", "Once"}, {"max_tokens", 4000}, {"stream", true}, {"ignore_eos", true}},
+                   [&](const char* d, size_t n) {
+                     std::lock_guard lock(m);
+                     raw.append(d, n);
+                     return true;
+                   });
+  });
+  while (!seen()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(s.terminate(), 0) << s.log();
+  client.join();
+  EXPECT_NE(raw.find("\"finish_reason\":\"stop\""), std::string::npos);
+  EXPECT_NE(raw.rfind("data: [DONE]"), std::string::npos);
+}
+
+TEST(ServerStartup, ABadModelIsAClearErrorAndExit) {
+  const CommandResult r = run_command(std::string(TESSERA_BIN) + " serve --port 0 -m /nonexistent.gguf");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tessera::testing
