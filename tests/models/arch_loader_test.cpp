@@ -2,7 +2,8 @@
 // tied or untied output, the tokenizer), errors that list every tensor a
 // file lacks, RoPE scaling types, and engine behaviour that the fixtures'
 // reference data do not reach: batches split across passes under sliding
-// windows, linear scaling as scaled positions, shifts under YaRN.
+// windows, linear scaling as scaled positions, LongRoPE's choice of
+// factors, shifts under YaRN.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -194,8 +195,8 @@ TEST(ArchLoader, RopeScalingTypes) {
 
 // Logits of `tokens` at positions pos (one sequence), every row.
 std::vector<float> logits_at(const Model& m, std::span<const int32_t> tokens,
-                             std::span<const int32_t> pos) {
-  Context ctx(m, {.n_ctx = 128});
+                             std::span<const int32_t> pos, int64_t n_ctx = 128) {
+  Context ctx(m, {.n_ctx = n_ctx});
   Batch b;
   for (size_t i = 0; i < tokens.size(); ++i) b.add(tokens[i], pos[i], {0}, true);
   ctx.decode(b);
@@ -224,6 +225,36 @@ TEST(ArchRope, LinearScalingIsPositionsScaledDown) {
   EXPECT_LT(nmse(b, a), 1e-9);
   // And the factor matters: factor 2 at positions 0, 1, 2, ... differs.
   EXPECT_GT(nmse(logits_at(*scaled, f.prompt, pos), a), 1e-5);
+  std::filesystem::remove(path);
+}
+
+TEST(ArchRope, LongRopeTakesItsLongFactorsPastTheOriginalContext) {
+  // Phi-3 with LongRoPE factors: short ones of 1 (no change) while the
+  // context fits rope.scaling.original_context_length (512), long ones of 2
+  // (every frequency halved, so positions 2p rotate as p did) past it.
+  const std::vector<float> ones(16, 1.0f), twos(16, 2.0f);
+  auto bytes = [](const std::vector<float>& v) {
+    return std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float));
+  };
+  const auto path = rewrite_gguf(fixture("phi3"), "longrope", [&](gguf::Writer& w) {
+    const int64_t ne[] = {16};
+    w.add_tensor("rope_factors_long.weight", DType::kF32, ne, bytes(twos));
+    w.add_tensor("rope_factors_short.weight", DType::kF32, ne, bytes(ones));
+  });
+  auto rt = make_runtime(false);
+  auto plain = Model::load(*rt, fixture("phi3"));
+  auto longrope = Model::load(*rt, path);
+  ASSERT_NE(longrope->weights().rope_long, nullptr);
+  const ArchFixture f = ArchFixture::load("phi3");
+  std::vector<int32_t> pos, pos2;
+  for (int32_t i = 0; i < static_cast<int32_t>(f.prompt.size()); ++i) {
+    pos.push_back(i);
+    pos2.push_back(2 * i);
+  }
+  const auto want = logits_at(*plain, f.prompt, pos);
+  EXPECT_LT(nmse(logits_at(*longrope, f.prompt, pos, 512), want), 1e-12);
+  EXPECT_LT(nmse(logits_at(*longrope, f.prompt, pos2, 1024), want), 1e-9);
+  EXPECT_GT(nmse(logits_at(*longrope, f.prompt, pos, 1024), want), 1e-5);
   std::filesystem::remove(path);
 }
 
