@@ -53,7 +53,8 @@ TEST_P(ArchCliTest, InspectNamesTheArchitectureAndSaysItLoads) {
   EXPECT_TRUE(j["tensor_problems"].empty()) << r.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ArchCliTest, ::testing::ValuesIn(kFixtureArchs));
+INSTANTIATE_TEST_SUITE_P(Archs, ArchCliTest, ::testing::ValuesIn(kFixtureArchs),
+                         [](const auto& info) { return info.param; });
 
 TEST(ArchCli, MissingTensorsAreListedByInspectAndRun) {
   const auto path =
