@@ -79,9 +79,11 @@ class KvCache {
   // Mask rows for batch[begin, end) (padded with rows that see every cell up
   // to n_kv, so padding computes finite values): mask[i * n_kv + j] is 0
   // where token i may attend cell j (a shared sequence, position <= its
-  // own), else -inf. `n_tokens` >= end - begin rows are written.
+  // own and, when n_swa > 0, less than n_swa behind it: llama.cpp's
+  // standard sliding window), else -inf. `n_tokens` >= end - begin rows are
+  // written.
   void build_mask(const Batch& batch, size_t begin, size_t end, int64_t n_kv, int64_t n_tokens,
-                  float* mask) const;
+                  float* mask, int64_t n_swa = 0) const;
 
  private:
   struct Cell {

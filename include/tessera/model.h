@@ -35,12 +35,44 @@ struct Hparams {
   int64_t head_dim = 0;  // n_embd / n_head unless attention.key_length says otherwise
   int64_t n_rot = 0;     // rotated dims per head (rope.dimension_count)
   float rope_freq_base = 10000.0f;
-  float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+  float rope_freq_scale = 1.0f;  // 1 / scaling factor (rope.scaling.factor)
   float norm_rms_eps = 1e-5f;
   ops::RopeMode rope_mode = ops::RopeMode::kNormal;  // set by the architecture
 
+  // RoPE scaling beyond the linear factor, as llama.cpp's context derives it
+  // from rope.scaling.*: YaRN ("yarn") sets ext_factor 1; attn_factor scales
+  // cos and sin (rope.scaling.attn_factor, LongRoPE's); n_ctx_orig is
+  // rope.scaling.original_context_length, else the training context.
+  int64_t n_ctx_orig = 0;
+  float rope_ext_factor = 0.0f;
+  float rope_attn_factor = 1.0f;
+  float rope_beta_fast = 32.0f;
+  float rope_beta_slow = 1.0f;
+
+  // Sliding-window attention (set by the architecture): on a layer with
+  // swa_layers[il] set, a query at position p sees a key at p_k only when
+  // p - p_k < n_swa; such layers rotate with their own base and scale.
+  int64_t n_swa = 0;  // 0: every layer attends to the whole context
+  std::vector<uint8_t> swa_layers;
+  float rope_freq_base_swa = 10000.0f;
+  float rope_freq_scale_swa = 1.0f;
+
+  float attn_scale = 0.0f;           // scale of q.k; 0: 1 / sqrt(head_dim)
+  float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
+
   int64_t n_embd_kv() const { return head_dim * n_head_kv; }
   int64_t n_embd_q() const { return head_dim * n_head; }
+  bool is_swa(int64_t il) const {
+    return n_swa > 0 && il >= 0 && static_cast<size_t>(il) < swa_layers.size() &&
+           swa_layers[static_cast<size_t>(il)] != 0;
+  }
+  bool has_swa() const {
+    for (int64_t il = 0; il < n_layer; ++il) {
+      if (is_swa(il)) return true;
+    }
+    return false;
+  }
+  float kq_scale() const;  // attn_scale, or 1 / sqrt(head_dim)
 };
 
 // Reads and checks the hyperparameters every architecture shares, with
@@ -49,18 +81,32 @@ struct Hparams {
 // that is not registered, one that lists those that are.
 Hparams read_hparams(const gguf::File& file);
 
+// One block's weights; what an architecture does not use stays null. Shapes
+// in ggml order (ne0 = input dimension).
 struct LayerWeights {
-  Tensor* attn_norm;    // [n_embd]
-  Tensor* wq;           // [n_embd, n_embd_q]
-  Tensor* wk;           // [n_embd, n_embd_kv]
-  Tensor* wv;           // [n_embd, n_embd_kv]
-  Tensor* wo;           // [n_embd_q, n_embd]
-  Tensor* ffn_norm;     // [n_embd]
-  Tensor* ffn_gate;     // [n_embd, n_ff]
-  Tensor* ffn_up;       // [n_embd, n_ff]
-  Tensor* ffn_down;     // [n_ff, n_embd]
-  Device* device;       // where this layer's weights live
-  Tensor* rope_freqs;   // the model's rope_freqs, or its copy on this layer's device (nullable)
+  Tensor* attn_norm = nullptr;       // [n_embd]
+  Tensor* wq = nullptr;              // [n_embd, n_embd_q]
+  Tensor* wk = nullptr;              // [n_embd, n_embd_kv]
+  Tensor* wv = nullptr;              // [n_embd, n_embd_kv]
+  Tensor* wqkv = nullptr;            // [n_embd, n_embd_q + 2 n_embd_kv]: q, k, v rows fused
+  Tensor* bq = nullptr;              // [n_embd_q]
+  Tensor* bk = nullptr;              // [n_embd_kv]
+  Tensor* bv = nullptr;              // [n_embd_kv]
+  Tensor* attn_q_norm = nullptr;     // [head_dim]: per-head RMS norm of q, before RoPE
+  Tensor* attn_k_norm = nullptr;     // [head_dim]
+  Tensor* wo = nullptr;              // [n_embd_q, n_embd]
+  Tensor* attn_post_norm = nullptr;  // [n_embd]: on the attention output, before the residual
+  Tensor* ffn_norm = nullptr;        // [n_embd]
+  Tensor* ffn_gate = nullptr;        // [n_embd, n_ff]
+  Tensor* ffn_up = nullptr;          // [n_embd, n_ff], or [n_embd, 2 n_ff]: gate rows, then up
+  Tensor* ffn_down = nullptr;        // [n_ff, n_embd]
+  Tensor* ffn_post_norm = nullptr;   // [n_embd]: on the FFN output, before the residual
+  Device* device = nullptr;          // where this layer's weights live
+  // The model's RoPE frequency factors, or their copies on this layer's
+  // device (nullable): rope_freqs (Llama 3), LongRoPE's long and short.
+  Tensor* rope_freqs = nullptr;
+  Tensor* rope_long = nullptr;
+  Tensor* rope_short = nullptr;
 };
 
 // Every weight of a model; what an architecture does not use stays null.
@@ -69,6 +115,8 @@ struct Weights {
   Tensor* output_norm = nullptr;  // [n_embd]
   Tensor* output = nullptr;       // [n_embd, n_vocab]; token_embd when tied
   Tensor* rope_freqs = nullptr;   // nullable [n_rot / 2]
+  Tensor* rope_long = nullptr;    // nullable [n_rot / 2]: LongRoPE past n_ctx_orig
+  Tensor* rope_short = nullptr;   // nullable [n_rot / 2]: LongRoPE within n_ctx_orig
   std::vector<LayerWeights> layers;
 };
 
@@ -80,10 +128,14 @@ struct GraphInputs {
   int64_t n_tokens = 0;  // tokens in the graph (the batch, padded to a bucket)
   int64_t n_kv = 0;      // cache rows the attention reads
   int64_t n_out = 0;     // rows of logits
+  int64_t n_ctx = 0;     // the context's cells (LongRoPE picks its factors by it)
   Tensor* tokens = nullptr;     // i32 [n_tokens]
   Tensor* positions = nullptr;  // i32 [n_tokens]
   Tensor* kv_idx = nullptr;     // i64 [n_tokens]: the cache row each token's K and V go to
   Tensor* mask = nullptr;       // f32 [n_kv, n_tokens]: 0 where a token sees a row, else -inf
+  // As mask, for sliding-window layers (also hiding keys n_swa or more
+  // positions back); null when the model has none.
+  Tensor* mask_swa = nullptr;
   Tensor* out_ids = nullptr;    // i32 [n_out]: the tokens whose logits are computed
   std::span<Tensor* const> cache_k, cache_v;  // per layer [n_embd_kv, cache rows]
 };
@@ -91,7 +143,9 @@ struct GraphInputs {
 class Model;
 
 // Declares a model's tensors: each one by name and exact shape, required or
-// not. Throws Error naming the tensor when the file's differs.
+// not. A required tensor that is missing, or any whose shape or type differs
+// from the file's, is recorded (take returns null) and the loader then
+// throws one Error listing every such tensor.
 class TensorLoader {
  public:
   virtual ~TensorLoader() = default;
@@ -100,6 +154,9 @@ class TensorLoader {
   // "blk.<layer>.<what>.weight"
   Tensor* layer(int64_t layer, std::string_view what, std::initializer_list<int64_t> shape,
                 bool required = true);
+  // "blk.<layer>.<what>.bias"
+  Tensor* layer_bias(int64_t layer, std::string_view what, std::initializer_list<int64_t> shape,
+                     bool required = true);
 };
 
 // One architecture: its keys beyond the shared ones, its tensors and its
@@ -116,6 +173,12 @@ struct Architecture {
 // known ones otherwise.
 const Architecture& find_architecture(std::string_view name, std::string_view file = {});
 std::vector<std::string_view> architecture_names();
+
+// What `file` lacks for its architecture, one line per tensor: "tensor 'x'
+// is missing", "tensor 'x': found shape [...], expected [...]", or a type
+// that cannot be read. Empty when the weights would load. Throws as
+// read_hparams does when the keys are wrong.
+std::vector<std::string> check_tensors(const gguf::File& file);
 
 struct ModelOptions {
   // Where each layer's weights go (n_layer entries) and the output layer's

@@ -59,6 +59,9 @@ inline Tensor* silu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kSilu); }
 inline Tensor* gelu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kGelu); }
 inline Tensor* relu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kRelu); }
 Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up);  // silu(gate) * up
+// GEGLU (beyond SPEC.md's seed set, see docs/design-notes.md): gelu(gate) * up,
+// GELU as UnaryOp::kGelu computes it (tanh approximation); shapes as swiglu's.
+Tensor* geglu(Graph& g, Tensor* gate, Tensor* up);
 
 // ---- normalization -----------------------------------------------------------
 // Both take NormParams.

@@ -50,6 +50,7 @@ enum class Op : uint8_t {
   kClamp,
   kUnary,
   kSwiglu,  // silu(src0) * src1
+  kGeglu,   // gelu(src0) * src1 (tanh-approximated GELU)
   // reductions and normalization
   kSumRows,
   kNorm,

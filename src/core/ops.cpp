@@ -23,6 +23,15 @@ Tensor* same_shape_node(Graph& g, Op op, Tensor* a) {
   return g.new_node(op, a->type, a->ne, {a});
 }
 
+// A gated activation: act(gate) * up, elementwise over equal shapes.
+Tensor* gated(Graph& g, Op op, Tensor* gate, Tensor* up) {
+  if (!same_shape(*gate, *up)) {
+    fail(ErrorCategory::kInvalidArgument, "[{}] gate {} and up {} differ in shape", op_name(op),
+         gate->describe(), up->describe());
+  }
+  return g.new_node(op, gate->type, gate->ne, {gate, up});
+}
+
 }  // namespace
 
 Tensor* reshape(Graph& g, Tensor* a, std::initializer_list<int64_t> ne) {
@@ -172,11 +181,10 @@ Tensor* unary(Graph& g, Tensor* a, UnaryOp op, float param) {
 }
 
 Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up) {
-  if (!same_shape(*gate, *up)) {
-    fail(ErrorCategory::kInvalidArgument, "[SWIGLU] gate {} and up {} differ in shape",
-         gate->describe(), up->describe());
-  }
-  return g.new_node(Op::kSwiglu, gate->type, gate->ne, {gate, up});
+  return gated(g, Op::kSwiglu, gate, up);
+}
+Tensor* geglu(Graph& g, Tensor* gate, Tensor* up) {
+  return gated(g, Op::kGeglu, gate, up);
 }
 
 Tensor* norm(Graph& g, Tensor* a, float eps) {

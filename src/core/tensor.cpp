@@ -33,6 +33,7 @@ std::string_view op_name(Op op) {
     case Op::kClamp: return "CLAMP";
     case Op::kUnary: return "UNARY";
     case Op::kSwiglu: return "SWIGLU";
+    case Op::kGeglu: return "GEGLU";
     case Op::kSumRows: return "SUM_ROWS";
     case Op::kNorm: return "NORM";
     case Op::kRmsNorm: return "RMS_NORM";

@@ -107,6 +107,11 @@ Context::Plan& Context::plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) 
   in.mask = g.new_tensor(DType::kF32, {n_kv, n_tokens}, "mask");
   in.out_ids = g.new_tensor(DType::kI32, {n_out}, "out_ids");
   for (Tensor* t : {in.tokens, in.positions, in.kv_idx, in.mask, in.out_ids}) t->flags |= kFlagInput;
+  if (model_.hparams().has_swa()) {
+    in.mask_swa = g.new_tensor(DType::kF32, {n_kv, n_tokens}, "mask_swa");
+    in.mask_swa->flags |= kFlagInput;
+  }
+  in.n_ctx = cache_->size();
   in.cache_k = cache_->k();
   in.cache_v = cache_->v();
   p->logits = model_.build_graph(g, in);
@@ -203,6 +208,10 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
   mask_.resize(static_cast<size_t>(n_kv * n_tokens));
   cache_->build_mask(batch, begin, end, n_kv, n_tokens, mask_.data());
   set(in.mask, mask_.data());
+  if (in.mask_swa != nullptr) {
+    cache_->build_mask(batch, begin, end, n_kv, n_tokens, mask_.data(), model_.hparams().n_swa);
+    set(in.mask_swa, mask_.data());
+  }
   std::fill(i32_.begin(), i32_.end(), 0);
   int32_t k = 0;
   for (size_t i = begin; i < end; ++i) {
@@ -233,7 +242,7 @@ void Context::apply_shift() {
   Tensor* all_rows = g.new_tensor(DType::kI32, {rows}, "k_shift_rows");
   shift->flags |= kFlagInput;
   all_rows->flags |= kFlagInput;
-  layers::k_shift(g, model_, cache_->k(), shift, all_rows);
+  layers::k_shift(g, model_, cache_->k(), shift, all_rows, cache_->size());
   auto plan = scheduler_->plan(g);
   i32_.resize(static_cast<size_t>(rows));
   cache_->shifts(i32_);

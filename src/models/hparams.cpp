@@ -3,78 +3,59 @@
 // against sane ranges before anything is sized by them.
 #include <cmath>
 
+#include "models/keys.h"
 #include "tessera/error.h"
 #include "tessera/model.h"
 
 namespace tessera {
 namespace {
 
+using models::KeyReader;
+
 constexpr int64_t kMaxLayers = 512;
 constexpr int64_t kMaxDim = int64_t{1} << 20;
 
-class Reader {
- public:
-  Reader(const gguf::File& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
-
-  std::string key(std::string_view suffix) const { return fmt::format("{}.{}", arch_, suffix); }
-
-  const gguf::Value* find(std::string_view suffix) const { return file_.find(key(suffix)); }
-
-  // An unsigned value, or the largest element of a per-layer array.
-  std::optional<int64_t> uint(std::string_view suffix) const {
-    const gguf::Value* v = find(suffix);
-    if (v == nullptr) return std::nullopt;
-    if (v->type() == gguf::ValueType::kArray) {
-      const gguf::ArrayView& a = v->array();
-      if (a.size() == 0) bad(suffix, "an empty array", "a number");
-      int64_t best = 0;
-      for (uint64_t i = 0; i < a.size(); ++i) {
-        const int64_t x = a.number<int64_t>(i);
-        if (x != a.number<int64_t>(0)) {
-          fail(ErrorCategory::kUnsupported, "[model {}] per-layer values that differ "
-               "(element {} is {}, element 0 is {}) are not supported yet", key(suffix), i, x,
-               a.number<int64_t>(0));
-        }
-        best = std::max(best, x);
-      }
-      return best;
-    }
-    return static_cast<int64_t>(v->u64());
+// RoPE scaling as llama.cpp's loader and context derive it: the factor
+// (rope.scaling.factor, or the older rope.scale_linear) applies to every type
+// but "none"; "yarn" mixes in extrapolation (ext_factor 1) with its
+// attention factor chosen so that ggml's own YaRN magnitude correction is
+// the only one; "longrope" (Phi-3) scales through its factor tensors.
+void read_rope_scaling(const KeyReader& r, Hparams& hp) {
+  float factor = 0.0f;  // llama.cpp: 0 means no key
+  if (const auto f = r.real("rope.scaling.factor")) {
+    factor = *f;
+  } else if (const auto old = r.real("rope.scale_linear")) {
+    factor = *old;
   }
+  if (factor < 0) r.bad("rope.scaling.factor", fmt::format("{}", factor), "> 0");
+  hp.rope_freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;
 
-  int64_t required(std::string_view suffix) const {
-    const auto v = uint(suffix);
-    if (!v) {
-      fail(ErrorCategory::kInvalidFile, "[model {}] key '{}' is missing", file_.name(),
-           key(suffix));
-    }
-    return *v;
+  const std::string type = r.string("rope.scaling.type").value_or("linear");
+  if (type == "none") {
+    hp.rope_freq_scale = 1.0f;
+  } else if (type == "yarn") {
+    hp.rope_ext_factor = 1.0f;
+    const float f = 1.0f / hp.rope_freq_scale;
+    const float mscale = f <= 1.0f ? 1.0f : 1.0f + 0.1f * std::log(f);
+    hp.rope_attn_factor = mscale / (1.0f + 0.1f * std::log(f));
+  } else if (type != "linear" && type != "longrope") {
+    fail(ErrorCategory::kUnsupported,
+         "[model {}] key '{}': found \"{}\", expected one of none, linear, yarn, longrope",
+         r.file_name(), r.key("rope.scaling.type"), type);
   }
-
-  std::optional<float> real(std::string_view suffix) const {
-    const gguf::Value* v = find(suffix);
-    if (v == nullptr) return std::nullopt;
-    const float x = v->f32();
-    if (!std::isfinite(x)) bad(suffix, fmt::format("{}", x), "a finite number");
-    return x;
+  if (const auto a = r.real("rope.scaling.attn_factor")) {
+    if (*a <= 0) r.bad("rope.scaling.attn_factor", fmt::format("{}", *a), "> 0");
+    hp.rope_attn_factor *= *a;
   }
-
-  [[noreturn]] void bad(std::string_view suffix, const std::string& found,
-                        std::string_view expected) const {
-    fail(ErrorCategory::kInvalidFile, "[model {}] key '{}': found {}, expected {}", file_.name(),
-         key(suffix), found, expected);
-  }
-
-  void check_range(std::string_view suffix, int64_t v, int64_t lo, int64_t hi) const {
-    if (v < lo || v > hi) bad(suffix, std::to_string(v), fmt::format("{} to {}", lo, hi));
-  }
-
- private:
-  const gguf::File& file_;
-  std::string arch_;
-};
+  hp.n_ctx_orig = r.uint("rope.scaling.original_context_length").value_or(hp.n_ctx_train);
+  r.check_range("rope.scaling.original_context_length", hp.n_ctx_orig, 1, int64_t{1} << 24);
+}
 
 }  // namespace
+
+float Hparams::kq_scale() const {
+  return attn_scale > 0.0f ? attn_scale : 1.0f / std::sqrt(static_cast<float>(head_dim));
+}
 
 Hparams read_hparams(const gguf::File& file) {
   Hparams hp;
@@ -86,7 +67,7 @@ Hparams read_hparams(const gguf::File& file) {
   hp.architecture = std::string(arch->string());
   const Architecture& architecture = find_architecture(hp.architecture, file.name());
   if (const gguf::Value* name = file.find("general.name")) hp.name = std::string(name->string());
-  const Reader r(file, hp.architecture);
+  const KeyReader r(file, hp.architecture);
 
   hp.n_ctx_train = r.required("context_length");
   hp.n_embd = r.required("embedding_length");
@@ -129,19 +110,7 @@ Hparams read_hparams(const gguf::File& file) {
 
   hp.rope_freq_base = r.real("rope.freq_base").value_or(10000.0f);
   if (hp.rope_freq_base <= 0) r.bad("rope.freq_base", fmt::format("{}", hp.rope_freq_base), "> 0");
-  // Linear scaling: rope.scaling.factor with type "linear" (or the older
-  // rope.scale_linear); other scaling types are not supported yet.
-  float factor = r.real("rope.scale_linear").value_or(1.0f);
-  if (const gguf::Value* type = r.find("rope.scaling.type")) {
-    const std::string t(type->string());
-    if (t != "none" && t != "linear") {
-      fail(ErrorCategory::kUnsupported, "[model {}] rope scaling '{}' is not supported yet",
-           file.name(), t);
-    }
-    if (t == "linear") factor = r.real("rope.scaling.factor").value_or(1.0f);
-  }
-  if (factor <= 0) r.bad("rope.scaling.factor", fmt::format("{}", factor), "> 0");
-  hp.rope_freq_scale = 1.0f / factor;
+  read_rope_scaling(r, hp);
 
   const auto eps = r.real("attention.layer_norm_rms_epsilon");
   if (!eps) {

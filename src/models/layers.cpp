@@ -1,18 +1,35 @@
 #include "models/layers.h"
 
-#include "tessera/error.h"
+#include <cmath>
+
 #include "tessera/dtype.h"
+#include "tessera/error.h"
 
 namespace tessera::layers {
 
-ops::RopeParams rope_params(const Hparams& hp) {
+ops::RopeParams rope_params(const Hparams& hp, int64_t il) {
+  const bool swa = hp.is_swa(il);
   ops::RopeParams rope;
   rope.n_dims = static_cast<int32_t>(hp.n_rot);
   rope.mode = hp.rope_mode;
-  rope.n_ctx_orig = static_cast<int32_t>(hp.n_ctx_train);
-  rope.freq_base = hp.rope_freq_base;
-  rope.freq_scale = hp.rope_freq_scale;
+  rope.n_ctx_orig = static_cast<int32_t>(hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train);
+  rope.freq_base = swa ? hp.rope_freq_base_swa : hp.rope_freq_base;
+  rope.freq_scale = swa ? hp.rope_freq_scale_swa : hp.rope_freq_scale;
+  rope.ext_factor = hp.rope_ext_factor;
+  rope.attn_factor = hp.rope_attn_factor;
+  rope.beta_fast = hp.rope_beta_fast;
+  rope.beta_slow = hp.rope_beta_slow;
   return rope;
+}
+
+Tensor* rope_factors(const Hparams& hp, const LayerWeights& l, int64_t n_ctx) {
+  if (l.rope_freqs != nullptr) return l.rope_freqs;
+  const int64_t orig = hp.n_ctx_orig > 0 ? hp.n_ctx_orig : hp.n_ctx_train;
+  return n_ctx > orig ? l.rope_long : l.rope_short;
+}
+
+Tensor* embed(Graph& g, const Model& model, const GraphInputs& in) {
+  return ops::get_rows(g, model.token_embd(), in.tokens);
 }
 
 Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps) {
@@ -20,6 +37,12 @@ Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps) {
 }
 
 namespace {
+
+// w x, plus b when there is one.
+Tensor* project(Graph& g, Tensor* w, Tensor* x, Tensor* b) {
+  Tensor* y = ops::mul_mat(g, w, x);
+  return b != nullptr ? ops::add(g, y, b) : y;
+}
 
 // Rows [0, n_kv) of a cache [n_embd_kv, rows] (after `written`, the SET_ROWS
 // that filled it) as [d, n_kv, n_head_kv].
@@ -30,18 +53,51 @@ Tensor* cache_rows(Graph& g, Tensor* written, int64_t d, int64_t n_head_kv, int6
 
 }  // namespace
 
+Tensor* self_attention(Graph& g, const Model& model, const GraphInputs& in, size_t il, Tensor* h) {
+  const Hparams& hp = model.hparams();
+  const LayerWeights& l = model.layers()[il];
+  const int64_t d = hp.head_dim;
+  const int64_t n = in.n_tokens;
+  Tensor *q, *k, *v;
+  if (l.wqkv != nullptr) {
+    // Rows q, then k, then v of one projection: views of its columns.
+    Tensor* qkv = ops::mul_mat(g, l.wqkv, h);  // [n_embd_q + 2 n_embd_kv, n]
+    const size_t f = sizeof(float);
+    const size_t row = qkv->nb[1];
+    q = ops::view(g, qkv, {d, hp.n_head, n}, {d * f, row}, 0);
+    k = ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, hp.n_embd_q() * f);
+    v = ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, (hp.n_embd_q() + hp.n_embd_kv()) * f);
+  } else {
+    q = ops::reshape(g, project(g, l.wq, h, l.bq), {d, hp.n_head, n});
+    k = ops::reshape(g, project(g, l.wk, h, l.bk), {d, hp.n_head_kv, n});
+    v = ops::reshape(g, project(g, l.wv, h, l.bv), {d, hp.n_head_kv, n});
+  }
+  if (l.attn_q_norm != nullptr) q = rms_norm(g, q, l.attn_q_norm, hp.norm_rms_eps);
+  if (l.attn_k_norm != nullptr) k = rms_norm(g, k, l.attn_k_norm, hp.norm_rms_eps);
+  const ops::RopeParams rope = rope_params(hp, static_cast<int64_t>(il));
+  Tensor* factors = rope_factors(hp, l, in.n_ctx);
+  q = ops::rope(g, q, in.positions, factors, rope);
+  k = ops::rope(g, k, in.positions, factors, rope);
+  Tensor* attn = attention(g, hp, in, il, q, k, v, hp.kq_scale());
+  return ops::mul_mat(g, l.wo, attn);
+}
+
 Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il, Tensor* q,
                   Tensor* k, Tensor* v, float kq_scale) {
   const int64_t d = hp.head_dim;
   const int64_t n = in.n_tokens;
   Tensor* kc = in.cache_k[il];
   Tensor* vc = in.cache_v[il];
+  if (!v->is_contiguous()) v = ops::cont(g, v);  // a view of a fused projection
   // The rows land where kv_idx says; the graph's shape does not depend on it.
   Tensor* k_written = ops::set_rows(g, kc, ops::reshape(g, k, {hp.n_embd_kv(), n}), in.kv_idx);
   Tensor* v_written = ops::set_rows(g, vc, ops::reshape(g, v, {hp.n_embd_kv(), n}), in.kv_idx);
   Tensor* keys = cache_rows(g, k_written, d, hp.n_head_kv, in.n_kv);
   Tensor* values = cache_rows(g, v_written, d, hp.n_head_kv, in.n_kv);
-  Tensor* attn = ops::flash_attn_ext(g, ops::permute(g, q, 0, 2, 1, 3), keys, values, in.mask,
+  const bool swa = hp.is_swa(static_cast<int64_t>(il));
+  TESSERA_CHECK(!swa || in.mask_swa != nullptr, "layer {} is sliding-window but no mask_swa", il);
+  Tensor* attn = ops::flash_attn_ext(g, ops::permute(g, q, 0, 2, 1, 3), keys, values,
+                                     swa ? in.mask_swa : in.mask,
                                      kq_scale);  // [d, n_head, n_tokens]
   return ops::reshape(g, attn, {hp.n_embd_q(), n});
 }
@@ -50,22 +106,50 @@ Tensor* swiglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down) 
   return ops::mul_mat(g, down, ops::swiglu(g, ops::mul_mat(g, gate, x), ops::mul_mat(g, up, x)));
 }
 
+Tensor* geglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down) {
+  return ops::mul_mat(g, down, ops::geglu(g, ops::mul_mat(g, gate, x), ops::mul_mat(g, up, x)));
+}
+
+Tensor* fused_swiglu_ffn(Graph& g, Tensor* x, Tensor* up_gate, Tensor* down) {
+  Tensor* both = ops::mul_mat(g, up_gate, x);  // [2 n_ff, n_tokens]
+  const int64_t n_ff = both->ne[0] / 2;
+  const size_t row = both->nb[1];
+  Tensor* gate = ops::view(g, both, {n_ff, both->ne[1]}, {row}, 0);
+  Tensor* up = ops::view(g, both, {n_ff, both->ne[1]}, {row}, n_ff * sizeof(float));
+  return ops::mul_mat(g, down, ops::swiglu(g, gate, up));
+}
+
 Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x) {
   const Hparams& hp = model.hparams();
   // Only the rows asked for: project n_out columns, not n_tokens.
   x = ops::get_rows(g, x, in.out_ids);
   x = rms_norm(g, x, model.output_norm(), hp.norm_rms_eps);
   Tensor* out = ops::mul_mat(g, model.output(), x);
+  if (const float c = hp.final_logit_softcap; c > 0.0f) {
+    out = ops::scale(g, ops::unary(g, ops::scale(g, out, 1.0f / c), UnaryOp::kTanh), c);
+  }
   out->flags |= kFlagOutput;
   out->name = "logits";
   g.expand(out);
   return out;
 }
 
-void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Tensor* shift,
-             Tensor* all_rows) {
+Tensor* prenorm_decoder(Graph& g, const Model& model, const GraphInputs& in) {
   const Hparams& hp = model.hparams();
-  const ops::RopeParams rope = rope_params(hp);
+  Tensor* x = embed(g, model, in);  // [n_embd, n_tokens]
+  for (size_t il = 0; il < model.layers().size(); ++il) {
+    const LayerWeights& l = model.layers()[il];
+    Tensor* h = rms_norm(g, x, l.attn_norm, hp.norm_rms_eps);
+    x = ops::add(g, x, self_attention(g, model, in, il, h));
+    Tensor* f = rms_norm(g, x, l.ffn_norm, hp.norm_rms_eps);
+    x = ops::add(g, x, swiglu_ffn(g, f, l.ffn_gate, l.ffn_up, l.ffn_down));
+  }
+  return logits(g, model, in, x);
+}
+
+void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Tensor* shift,
+             Tensor* all_rows, int64_t n_ctx) {
+  const Hparams& hp = model.hparams();
   const int64_t d = hp.head_dim;
   for (size_t il = 0; il < cache_k.size(); ++il) {
     Tensor* kc = cache_k[il];
@@ -79,7 +163,13 @@ void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Ten
       // a node whose memory is reused once the layer is done.
       in = ops::reshape(g, ops::get_rows(g, kc, all_rows), {d, hp.n_head_kv, rows});
     }
-    Tensor* rotated = ops::rope(g, in, shift, model.layers()[il].rope_freqs, rope);
+    const LayerWeights& l = model.layers()[il];
+    // A pure rotation: the keys already carry the magnitude (attn_factor,
+    // YaRN's 1 + 0.1 ln s) that RoPE gave them, so this one cancels it.
+    ops::RopeParams rope = rope_params(hp, static_cast<int64_t>(il));
+    rope.attn_factor =
+        rope.ext_factor != 0.0f ? 1.0f / (1.0f + 0.1f * std::log(1.0f / rope.freq_scale)) : 1.0f;
+    Tensor* rotated = ops::rope(g, in, shift, rope_factors(hp, l, n_ctx), rope);
     g.expand(ops::cpy(g, rotated, keys));
   }
 }

@@ -1,6 +1,6 @@
-// Building blocks that architectures share: norms, attention over the shared
-// KV cache, feed-forward variants, and the logits head. Each is a few graph
-// ops; an architecture's file strings them together.
+// Building blocks that architectures share: embeddings, norms, attention over
+// the shared KV cache, feed-forward variants, and the logits head. Each is a
+// few graph ops; an architecture's file strings them together.
 #pragma once
 
 #include "tessera/model.h"
@@ -8,35 +8,61 @@
 
 namespace tessera::layers {
 
-// RoPE parameters from the hyperparameters (mode, base, scaling).
-ops::RopeParams rope_params(const Hparams& hp);
+// RoPE parameters of layer il (mode, base, scaling; sliding-window layers
+// take their own base and scale).
+ops::RopeParams rope_params(const Hparams& hp, int64_t il);
+
+// The frequency factors layer l's RoPE reads (nullable): rope_freqs, else
+// LongRoPE's long factors when the context exceeds n_ctx_orig (as llama.cpp
+// picks them), else its short ones.
+Tensor* rope_factors(const Hparams& hp, const LayerWeights& l, int64_t n_ctx);
+
+// Token embeddings of in.tokens: [n_embd, n_tokens] f32.
+Tensor* embed(Graph& g, const Model& model, const GraphInputs& in);
 
 // x / rms(x) * w (w broadcast over rows).
 Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps);
 
-// Self-attention of layer `il` over the cache: q [d, n_head, n_tokens] and
-// k, v [d, n_head_kv, n_tokens] (already roped). Writes k and v into cache
-// rows in.kv_idx (SET_ROWS), then attends over the first in.n_kv rows under
-// in.mask. Returns [n_head * d, n_tokens].
+// Self-attention of layer `il` on the normed input h [n_embd, n_tokens]:
+// q, k, v from separate (wq, wk, wv, with biases when present) or fused
+// (wqkv) projections, per-head RMS norms of q and k when the layer has them,
+// RoPE, attention over the cache (below) and the output projection wo.
+// Returns [n_embd, n_tokens].
+Tensor* self_attention(Graph& g, const Model& model, const GraphInputs& in, size_t il, Tensor* h);
+
+// Attention of layer `il` over the cache: q [d, n_head, n_tokens] and
+// k, v [d, n_head_kv, n_tokens] (already roped; v may be a strided view).
+// Writes k and v into cache rows in.kv_idx (SET_ROWS), then attends over the
+// first in.n_kv rows under in.mask (in.mask_swa on sliding-window layers).
+// Returns [n_head * d, n_tokens].
 Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il, Tensor* q,
                   Tensor* k, Tensor* v, float kq_scale);
 
 // down(silu(gate x) * up x)
 Tensor* swiglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down);
+// down(gelu(gate x) * up x), GELU in its tanh form
+Tensor* geglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down);
+// down(silu(g) * u) where [g; u] = up_gate x: one projection of 2 n_ff rows,
+// the gate's first (Phi-3's fused ffn_up).
+Tensor* fused_swiglu_ffn(Graph& g, Tensor* x, Tensor* up_gate, Tensor* down);
 
 // The rows in.out_ids names of the final hidden state x [n_embd, n_tokens],
-// normed and projected: logits [n_vocab, n_out], flagged as the output.
+// normed and projected (then soft-capped when the model says so): logits
+// [n_vocab, n_out], flagged as the output.
 Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x);
 
-}  // namespace tessera::layers
-
-namespace tessera::layers {
+// The pre-norm decoder that Llama, Qwen2 and Qwen3 share: embeddings, then
+// per layer x += self_attention(rms_norm(x)), x += swiglu_ffn(rms_norm(x)),
+// then the logits head. What differs between them (biases, q/k norms, RoPE
+// mode) is in the weights and hyperparameters.
+Tensor* prenorm_decoder(Graph& g, const Model& model, const GraphInputs& in);
 
 // Re-rotates every row of the cached keys by shift (i32 [rows]: the change
 // of each row's position), for a sequence whose positions moved (seq_add).
-// all_rows (i32 [rows], 0..rows-1) gathers quantized keys into f32 first.
-// Expands the writes back into the cache onto `g`.
+// all_rows (i32 [rows], 0..rows-1) gathers quantized keys into f32 first;
+// n_ctx is the context's cells (LongRoPE's choice of factors). Expands the
+// writes back into the cache onto `g`.
 void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Tensor* shift,
-             Tensor* all_rows);
+             Tensor* all_rows, int64_t n_ctx);
 
 }  // namespace tessera::layers

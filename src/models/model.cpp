@@ -3,6 +3,9 @@
 // one weights buffer per device.
 #include <algorithm>
 #include <cstring>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "tessera/error.h"
 #include "tessera/model.h"
@@ -40,9 +43,22 @@ Tensor* TensorLoader::layer(int64_t layer, std::string_view what,
   return take(fmt::format("blk.{}.{}.weight", layer, what), shape, required);
 }
 
+Tensor* TensorLoader::layer_bias(int64_t layer, std::string_view what,
+                                 std::initializer_list<int64_t> shape, bool required) {
+  return take(fmt::format("blk.{}.{}.bias", layer, what), shape, required);
+}
+
 namespace {
 
-// A weight named `name` with exactly `shape`, described in the weights arena.
+std::string shape_list(std::span<const int64_t> ne) {
+  std::string s = "[";
+  for (size_t i = 0; i < ne.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", ne[i]);
+  return s + "]";
+}
+
+// A weight named `name` with exactly `shape`, described in the weights arena;
+// each tensor that does not match is recorded, so that one error lists them
+// all.
 class FileTensors final : public TensorLoader {
  public:
   FileTensors(const gguf::File& file, Graph& arena) : file_(file), arena_(arena) {}
@@ -51,41 +67,75 @@ class FileTensors final : public TensorLoader {
                bool required) override {
     const gguf::TensorInfo* info = file_.find_tensor(name);
     if (info == nullptr) {
-      if (!required) return nullptr;
-      fail(ErrorCategory::kInvalidFile, "[model {}] tensor '{}' is missing", file_.name(), name);
+      if (required) problems_.push_back(fmt::format("tensor '{}' is missing", name));
+      return nullptr;
     }
     std::array<int64_t, kMaxDims> want{1, 1, 1, 1};
     std::copy(shape.begin(), shape.end(), want.begin());
     if (info->ne != want) {
-      fail(ErrorCategory::kInvalidFile,
-           "[model {}] tensor '{}': found shape [{}, {}, {}, {}], expected [{}, {}, {}, {}]",
-           file_.name(), name, info->ne[0], info->ne[1], info->ne[2], info->ne[3], want[0],
-           want[1], want[2], want[3]);
+      problems_.push_back(
+          fmt::format("tensor '{}': found shape {}, expected {}", name,
+                      shape_list(std::span(info->ne.data(), static_cast<size_t>(info->n_dims))),
+                      shape_list(std::span(shape.begin(), shape.size()))));
+      return nullptr;
     }
     if (!dtype_info(info->type).has_dequantize) {
-      fail(ErrorCategory::kUnsupported, "[model {}] tensor '{}' has type {}, not supported yet",
-           file_.name(), name, dtype_name(info->type));
+      problems_.push_back(
+          fmt::format("tensor '{}' has type {}, not supported yet", name, dtype_name(info->type)));
+      type_problems_ += 1;
+      return nullptr;
     }
-    Tensor* t = arena_.new_tensor(info->type, shape, name);
-    return t;
+    return arena_.new_tensor(info->type, shape, name);
+  }
+
+  const std::vector<std::string>& problems() const { return problems_; }
+  // Unsupported when the file is well formed but holds types not read yet.
+  ErrorCategory category() const {
+    return type_problems_ == problems_.size() ? ErrorCategory::kUnsupported
+                                              : ErrorCategory::kInvalidFile;
   }
 
  private:
   const gguf::File& file_;
   Graph& arena_;
+  std::vector<std::string> problems_;
+  size_t type_problems_ = 0;
 };
+
+int64_t vocab_size(const gguf::File& file, const Hparams& hp) {
+  int64_t n_vocab = hp.n_vocab;
+  const gguf::TensorInfo* embd = file.find_tensor("token_embd.weight");
+  if (embd != nullptr && n_vocab == 0) n_vocab = embd->ne[1];
+  if (n_vocab <= 0 || n_vocab > (int64_t{1} << 24)) {
+    fail(ErrorCategory::kInvalidFile, "[model {}] vocabulary size {} is out of range", file.name(),
+         n_vocab);
+  }
+  return n_vocab;
+}
 
 }  // namespace
 
+std::vector<std::string> check_tensors(const gguf::File& file) {
+  Hparams hp = read_hparams(file);
+  hp.n_vocab = vocab_size(file, hp);
+  Graph arena;
+  Weights w;
+  FileTensors loader(file, arena);
+  find_architecture(hp.architecture, file.name()).declare_tensors(loader, hp, w);
+  return loader.problems();
+}
+
 void Model::create_tensors() {
-  const gguf::TensorInfo* embd = file_.find_tensor("token_embd.weight");
-  if (embd != nullptr && hparams_.n_vocab == 0) hparams_.n_vocab = embd->ne[1];
-  if (hparams_.n_vocab <= 0 || hparams_.n_vocab > (int64_t{1} << 24)) {
-    fail(ErrorCategory::kInvalidFile, "[model {}] vocabulary size {} is out of range",
-         file_.name(), hparams_.n_vocab);
-  }
+  hparams_.n_vocab = vocab_size(file_, hparams_);
   FileTensors loader(file_, weights_);
   arch_->declare_tensors(loader, hparams_, w_);
+  if (const auto& problems = loader.problems(); !problems.empty()) {
+    std::string list;
+    for (const std::string& p : problems) list += "\n  " + p;
+    fail(loader.category(), "[model {}] architecture '{}': {} tensor{} do{} not match:{}",
+         file_.name(), hparams_.architecture, problems.size(), problems.size() == 1 ? "" : "s",
+         problems.size() == 1 ? "es" : "", list);
+  }
   if (w_.output == nullptr) w_.output = w_.token_embd;  // tied embeddings
 }
 
@@ -110,28 +160,32 @@ void Model::place_weights(const ModelOptions& options) {
   add(w_.rope_freqs, cpu_);
   add(w_.output_norm, output_device_);
   add(w_.output, w_.output == w_.token_embd ? cpu_ : output_device_);
-  std::vector<std::pair<Device*, Tensor*>> rope_copies;  // rope_freqs per other device
+  // RoPE reads its frequency factors next to the layer's attention, not
+  // across devices: each device holding layers gets its own copy.
+  std::vector<std::pair<Device*, Tensor*>> copies;  // (device, copy), per shared tensor
+  auto local = [&](Tensor* shared, Device* d) -> Tensor* {
+    if (shared == nullptr || d == cpu_) return shared;
+    for (const auto& [dev, copy] : copies) {
+      if (dev == d && copy->name == shared->name) return copy;
+    }
+    Tensor* copy = weights_.new_tensor(shared->type, {shared->ne[0]}, shared->name);
+    copies.emplace_back(d, copy);
+    plan.emplace_back(copy, d);
+    return copy;
+  };
+  add(w_.rope_long, cpu_);
+  add(w_.rope_short, cpu_);
   for (int64_t i = 0; i < n_layer; ++i) {
     LayerWeights& l = w_.layers[static_cast<size_t>(i)];
     l.device = options.layer_devices.empty() ? cpu_ : options.layer_devices[static_cast<size_t>(i)];
-    for (Tensor* t : {l.attn_norm, l.wq, l.wk, l.wv, l.wo, l.ffn_norm, l.ffn_gate, l.ffn_up,
-                      l.ffn_down}) {
+    for (Tensor* t :
+         {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.bq, l.bk, l.bv, l.attn_q_norm, l.attn_k_norm,
+          l.wo, l.attn_post_norm, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_post_norm}) {
       if (t != nullptr) plan.emplace_back(t, l.device);
     }
-    // RoPE reads rope_freqs next to the layer's attention, not across devices.
-    l.rope_freqs = w_.rope_freqs;
-    if (w_.rope_freqs != nullptr && l.device != cpu_) {
-      auto it = std::find_if(rope_copies.begin(), rope_copies.end(),
-                             [&](const auto& c) { return c.first == l.device; });
-      if (it == rope_copies.end()) {
-        Tensor* copy = weights_.new_tensor(w_.rope_freqs->type, {w_.rope_freqs->ne[0]},
-                                           w_.rope_freqs->name);
-        rope_copies.emplace_back(l.device, copy);
-        plan.emplace_back(copy, l.device);
-        it = rope_copies.end() - 1;
-      }
-      l.rope_freqs = it->second;
-    }
+    l.rope_freqs = local(w_.rope_freqs, l.device);
+    l.rope_long = local(w_.rope_long, l.device);
+    l.rope_short = local(w_.rope_short, l.device);
   }
 
   // One buffer per (device, buffer type), each tensor at an aligned offset.

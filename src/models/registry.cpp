@@ -8,10 +8,16 @@
 namespace tessera {
 
 extern const Architecture kLlamaArchitecture;
+extern const Architecture kQwen2Architecture;
+extern const Architecture kQwen3Architecture;
+extern const Architecture kGemma3Architecture;
+extern const Architecture kPhi3Architecture;
 
 namespace {
 
-constexpr std::array kArchitectures = {&kLlamaArchitecture};
+constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
+                                       &kQwen3Architecture, &kGemma3Architecture,
+                                       &kPhi3Architecture};
 
 }  // namespace
 

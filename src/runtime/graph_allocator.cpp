@@ -97,6 +97,7 @@ bool can_run_in_place(const Tensor& node) {
     case Op::kClamp:
     case Op::kUnary:
     case Op::kSwiglu:
+    case Op::kGeglu:
     case Op::kNorm:
     case Op::kRmsNorm:
       break;

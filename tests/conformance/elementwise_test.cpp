@@ -1,5 +1,5 @@
 // Elementwise ops: ADD, SUB, MUL, DIV (broadcast), SCALE, SQR, SQRT, CLAMP,
-// the UNARY functions and SWIGLU, over f32/f16/bf16, odd and broadcast shapes,
+// the UNARY functions, SWIGLU and GEGLU, over f32/f16/bf16, odd and broadcast shapes,
 // permuted and strided views.
 #include <cmath>
 
@@ -94,6 +94,8 @@ std::vector<double> naive_map(const Tensor& node, const HostValues& in) {
       }
       case Op::kSwiglu:
         return x * sigmoid(x) * in.at(*node.src[1], i0, i1, i2, i3);
+      case Op::kGeglu:
+        return unary_value(UnaryOp::kGelu, x, 0.0) * in.at(*node.src[1], i0, i1, i2, i3);
       default:
         ADD_FAILURE() << "not a map op";
         return 0.0;
@@ -195,25 +197,35 @@ std::vector<Case> unary_cases() {
   return cases;
 }
 
-std::vector<Case> swiglu_cases() {
+// Cases for a gated activation (SWIGLU, GEGLU): each float type, a lone
+// element, odd rows, and gate and up as the halves of one fused projection.
+using GatedOp = Tensor* (*)(Graph&, Tensor*, Tensor*);
+
+std::vector<Case> gated_cases(GatedOp make, Gen gen = uniform()) {
   std::vector<Case> cases;
   for (DType type : {DType::kF32, DType::kF16, DType::kBF16}) {
     for (const Shape ne : {Shape{1, 1, 1, 1}, Shape{45, 7, 2, 1}}) {
       cases.push_back({shape_name(type, ne), [=](CaseGraph& c) {
-                         return ops::swiglu(c.g(), c.input(type, {ne[0], ne[1], ne[2], ne[3]}),
-                                            c.input(type, {ne[0], ne[1], ne[2], ne[3]}));
+                         return make(c.g(), c.input(type, {ne[0], ne[1], ne[2], ne[3]}, gen),
+                                     c.input(type, {ne[0], ne[1], ne[2], ne[3]}));
                        }});
     }
   }
   // Gate and up as the two halves of one fused projection's rows.
-  cases.push_back({"halves_of_fused_f32", [](CaseGraph& c) {
+  cases.push_back({"halves_of_fused_f32", [=](CaseGraph& c) {
                      const int64_t n = 37, rows = 5;
-                     Tensor* fused = c.input(DType::kF32, {2 * n, rows});
+                     Tensor* fused = c.input(DType::kF32, {2 * n, rows}, gen);
                      Graph& g = c.g();
                      Tensor* gate = ops::view(g, fused, {n, rows}, {fused->nb[1]}, 0);
                      Tensor* up = ops::view(g, fused, {n, rows}, {fused->nb[1]}, n * sizeof(float));
-                     return ops::swiglu(g, gate, up);
+                     return make(g, gate, up);
                    }});
+  cases.push_back(
+      {"permuted_f32", [=](CaseGraph& c) {
+         Tensor* gate = permuted_input(c, DType::kF32, {6, 17, 3, 2}, {2, 0, 1, 3}, gen);
+         Tensor* up = c.input(DType::kF32, {gate->ne[0], gate->ne[1], gate->ne[2], gate->ne[3]});
+         return make(c.g(), gate, up);
+       }});
   return cases;
 }
 
@@ -229,6 +241,7 @@ class Sqrt : public OpTest {};
 class Clamp : public OpTest {};
 class Unary : public OpTest {};
 class Swiglu : public OpTest {};
+class Geglu : public OpTest {};
 
 TEST_P(Add, MatchesReference_BroadcastGrid) {
   run(binary_cases(Op::kAdd), naive_binary);
@@ -266,7 +279,12 @@ TEST_P(Unary, MatchesReference_EveryFunction) {
   run(unary_cases(), naive_map);
 }
 TEST_P(Swiglu, MatchesReference_FusedHalves) {
-  run(swiglu_cases(), naive_map);
+  run(gated_cases(ops::swiglu), naive_map);
+}
+// GELU's tanh form bends most within a few units of 0; gates reach +-4 to
+// cover its nearly linear and nearly zero tails too.
+TEST_P(Geglu, MatchesReference_FusedHalves) {
+  run(gated_cases(ops::geglu, uniform(-4.0f, 4.0f)), naive_map);
 }
 
 INSTANTIATE_TEST_SUITE_P(Conformance, Add, ::testing::ValuesIn(all_targets()), target_name);
@@ -279,6 +297,7 @@ INSTANTIATE_TEST_SUITE_P(Conformance, Sqrt, ::testing::ValuesIn(all_targets()), 
 INSTANTIATE_TEST_SUITE_P(Conformance, Clamp, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Unary, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Swiglu, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, Geglu, ::testing::ValuesIn(all_targets()), target_name);
 
 }  // namespace
 }  // namespace tessera::conformance

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <string>
 
+#include "models/model_test_util.h"  // shared_dir()
+
 namespace tessera::testing {
 
 struct CommandResult {
@@ -35,11 +37,6 @@ inline CommandResult run_command(const std::string& command) {
   result.err = ss.str();
   std::filesystem::remove(err_path);
   return result;
-}
-
-inline std::string shared_dir() {
-  if (const char* env = std::getenv("TESSERA_SHARED_DIR")) return env;
-  return TESSERA_SHARED_DIR;
 }
 
 }  // namespace tessera::testing

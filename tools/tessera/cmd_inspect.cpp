@@ -10,7 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "tessera/error.h"
 #include "tessera/gguf.h"
+#include "tessera/model.h"
 
 namespace tessera::cli {
 namespace {
@@ -60,7 +62,20 @@ struct Facts {
   uint64_t n_params = 0;
   uint64_t n_bytes = 0;
   std::map<std::string, int> type_counts;
+  // Whether tessera can load the file: its architecture's keys and tensors.
+  std::string error;                  // keys or architecture refused (empty: read)
+  std::vector<std::string> problems;  // tensors missing, misshapen or of unread types
+  bool loads() const { return error.empty() && problems.empty(); }
 };
+
+// The file against its architecture's declarations, as Model::load checks it.
+void check(const gguf::File& file, Facts& f) {
+  try {
+    f.problems = check_tensors(file);
+  } catch (const Error& e) {
+    f.error = e.what();
+  }
+}
 
 Facts gather(const gguf::File& file) {
   Facts f;
@@ -92,6 +107,7 @@ Facts gather(const gguf::File& file) {
     f.n_bytes += t.nbytes;
     f.type_counts[std::string(dtype_name(t.type))] += 1;
   }
+  check(file, f);
   return f;
 }
 
@@ -141,6 +157,17 @@ void print_text(const gguf::File& file, const Facts& f, bool metadata) {
     }
     fmt::print("types         {}\n", types);
   }
+  if (f.loads()) {
+    fmt::print("loads         yes: every tensor the {} graph reads is present\n", f.architecture);
+  } else if (!f.error.empty()) {
+    fmt::print("loads         no: {}\n", f.error);
+  } else {
+    fmt::print(
+        "loads         no: architecture '{}' needs {} tensor{} this file lacks or holds "
+        "otherwise:\n",
+        f.architecture, f.problems.size(), f.problems.size() == 1 ? "" : "s");
+    for (const std::string& p : f.problems) fmt::print("                {}\n", p);
+  }
   if (metadata) {
     fmt::print("\nmetadata\n");
     for (const gguf::KeyValue& kv : file.kvs()) {
@@ -176,6 +203,9 @@ void print_json(const gguf::File& file, const Facts& f, bool metadata) {
   };
   out["tokenizer"] = {{"model", opt_json(f.tokenizer_model)}, {"n_vocab", opt_json(f.n_vocab)}};
   out["type_counts"] = f.type_counts;
+  out["loads"] = f.loads();
+  out["load_error"] = f.error.empty() ? json(nullptr) : json(f.error);
+  out["tensor_problems"] = f.problems;
   json tensors = json::array();
   for (const gguf::TensorInfo& t : file.tensors()) {
     json shape = json::array();

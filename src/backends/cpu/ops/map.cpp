@@ -1,6 +1,7 @@
 // One-input elementwise ops: SCALE, SQR, SQRT, CLAMP and the UNARY functions;
-// SWIGLU (silu(gate) * up) lives here too. F32, F16 and BF16 in any mix and
-// any strides; computed in f32 rows split over the threads.
+// the gated ones, SWIGLU (silu(gate) * up) and GEGLU (gelu(gate) * up), live
+// here too. F32, F16 and BF16 in any mix and any strides; computed in f32
+// rows split over the threads.
 #include <cmath>
 
 #include "backends/cpu/ops/rows.h"
@@ -111,15 +112,17 @@ void map_compute(Tensor& node, const OpContext& ctx) {
   }
 }
 
-bool swiglu_supports(const Tensor& node) {
+bool glu_supports(const Tensor& node) {
   return float_same_shape(node, *node.src[0]) && float_same_shape(node, *node.src[1]);
 }
 
-size_t swiglu_work_size(const Tensor& node, int nth) {
+size_t glu_work_size(const Tensor& node, int nth) {
   return row_work_size(nth, 3, node.ne[0]);
 }
 
-void swiglu_compute(Tensor& node, const OpContext& ctx) {
+// act(gate) * up, row by row.
+template <float (*act)(float)>
+void glu_compute(Tensor& node, const OpContext& ctx) {
   const Tensor& gate = *node.src[0];
   const Tensor& up = *node.src[1];
   const int64_t n = node.ne[0];
@@ -132,7 +135,7 @@ void swiglu_compute(Tensor& node, const OpContext& ctx) {
     const float* g = read_row(gate, i, sg);
     const float* u = read_row(up, i, su);
     float* d = row_out(node, i, sd);
-    for (int64_t k = 0; k < n; ++k) d[k] = silu(g[k]) * u[k];
+    for (int64_t k = 0; k < n; ++k) d[k] = act(g[k]) * u[k];
     write_row(node, i, d);
   }
 }
@@ -140,6 +143,7 @@ void swiglu_compute(Tensor& node, const OpContext& ctx) {
 }  // namespace
 
 extern const OpImpl kMapOp{map_supports, map_work_size, map_compute};
-extern const OpImpl kSwigluOp{swiglu_supports, swiglu_work_size, swiglu_compute};
+extern const OpImpl kSwigluOp{glu_supports, glu_work_size, glu_compute<silu>};
+extern const OpImpl kGegluOp{glu_supports, glu_work_size, glu_compute<gelu>};
 
 }  // namespace tessera::cpu

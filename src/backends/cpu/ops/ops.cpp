@@ -15,6 +15,7 @@ extern const OpImpl kSetRowsOp;
 extern const OpImpl kBinaryOp;
 extern const OpImpl kMapOp;
 extern const OpImpl kSwigluOp;
+extern const OpImpl kGegluOp;
 extern const OpImpl kNormOp;
 extern const OpImpl kMulMatOp;
 extern const OpImpl kRopeOp;
@@ -54,6 +55,7 @@ const OpImpl* find_op(Op op) {
     case Op::kClamp:
     case Op::kUnary: return &kMapOp;
     case Op::kSwiglu: return &kSwigluOp;
+    case Op::kGeglu: return &kGegluOp;
     case Op::kNorm:
     case Op::kRmsNorm:
     case Op::kGroupNorm: return &kNormOp;

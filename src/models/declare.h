@@ -1,0 +1,19 @@
+// Tensor declarations that architectures share, by llama.cpp's GGUF names:
+// each architecture's declare_tensors combines these with its own extras.
+#pragma once
+
+#include "tessera/model.h"
+
+namespace tessera::models {
+
+// token_embd, output_norm and output; output is optional unless
+// `output_required` (the model then ties it to token_embd).
+void declare_io(TensorLoader& t, const Hparams& hp, Weights& w, bool output_required = false);
+
+// attn_norm, attn_q, attn_k, attn_v and attn_output of layer il.
+void declare_attention(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l);
+
+// ffn_norm, ffn_gate, ffn_up and ffn_down of layer il.
+void declare_gated_ffn(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l);
+
+}  // namespace tessera::models

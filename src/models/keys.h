@@ -1,0 +1,39 @@
+// Reading `<architecture>.<suffix>` metadata keys with errors that name the
+// file and the key: the shared hyperparameters (hparams.cpp) and each
+// architecture's own (src/models/<arch>.cpp) go through it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "tessera/gguf.h"
+
+namespace tessera::models {
+
+class KeyReader {
+ public:
+  KeyReader(const gguf::File& file, std::string arch) : file_(file), arch_(std::move(arch)) {}
+
+  std::string key(std::string_view suffix) const;
+  const gguf::Value* find(std::string_view suffix) const;
+  std::string_view file_name() const { return file_.name(); }
+
+  // An unsigned value, or the largest element of a per-layer array whose
+  // elements are all equal (differing ones are refused as unsupported).
+  std::optional<int64_t> uint(std::string_view suffix) const;
+  int64_t required(std::string_view suffix) const;           // uint(), or Error naming the key
+  std::optional<float> real(std::string_view suffix) const;  // finite f32
+  std::optional<std::string> string(std::string_view suffix) const;
+
+  [[noreturn]] void bad(std::string_view suffix, const std::string& found,
+                        std::string_view expected) const;
+  void check_range(std::string_view suffix, int64_t v, int64_t lo, int64_t hi) const;
+
+ private:
+  const gguf::File& file_;
+  std::string arch_;
+};
+
+}  // namespace tessera::models
