@@ -329,43 +329,55 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s) {
     return flow;
   }
   const size_t n = items.size();
+  const auto nn = static_cast<int64_t>(n);
+  // One loop object, advanced in place each iteration (as Jinja2's LoopContext).
+  enum : size_t { kIndex, kIndex0, kRevindex, kRevindex0, kFirst, kLast, kPrev, kNext };
+  const Value loop = make_dict({
+      {"index", Value()},
+      {"index0", Value()},
+      {"revindex", Value()},
+      {"revindex0", Value()},
+      {"first", Value()},
+      {"last", Value()},
+      {"previtem", Value()},
+      {"nextitem", Value()},
+      {"length", Value(nn)},
+      {"depth", Value(1)},
+      {"depth0", Value(0)},
+  });
+  Dict& info = loop.mutable_dict();
   ++loop_depth_;
-  for (size_t i = 0; i < n; ++i) {
-    if (++iterations_ > limits_.max_loop_iterations) {
-      --loop_depth_;
-      throw Failure(fmt::format("found more than {} loop iterations, expected fewer",
-                                limits_.max_loop_iterations));
-    }
-    const auto ni = static_cast<int64_t>(i);
-    const auto nn = static_cast<int64_t>(n);
-    Value loop = make_dict({
-        {"index", Value(ni + 1)},
-        {"index0", Value(ni)},
-        {"revindex", Value(nn - ni)},
-        {"revindex0", Value(nn - ni - 1)},
-        {"first", Value(i == 0)},
-        {"last", Value(i + 1 == n)},
-        {"length", Value(nn)},
-        {"previtem", i > 0 ? items[i - 1] : Value()},
-        {"nextitem", i + 1 < n ? items[i + 1] : Value()},
-        {"depth", Value(1)},
-        {"depth0", Value(0)},
-    });
-    frames_.emplace_back();
-    Flow flow = Flow::kNormal;
-    try {
-      frames_.back()["loop"] = std::move(loop);
-      bind_targets(frames_.back(), s.targets, items[i]);
-      flow = exec_body(s.body);
-    } catch (...) {
-      frames_.pop_back();
-      --loop_depth_;
-      throw;
-    }
+  frames_.emplace_back();
+  const auto leave = [&] {
     frames_.pop_back();
-    if (flow == Flow::kBreak) break;
+    --loop_depth_;
+  };
+  try {
+    for (size_t i = 0; i < n; ++i) {
+      if (++iterations_ > limits_.max_loop_iterations) {
+        throw Failure(fmt::format("found more than {} loop iterations, expected fewer",
+                                  limits_.max_loop_iterations));
+      }
+      const auto ni = static_cast<int64_t>(i);
+      info.value_at(kIndex) = Value(ni + 1);
+      info.value_at(kIndex0) = Value(ni);
+      info.value_at(kRevindex) = Value(nn - ni);
+      info.value_at(kRevindex0) = Value(nn - ni - 1);
+      info.value_at(kFirst) = Value(i == 0);
+      info.value_at(kLast) = Value(i + 1 == n);
+      info.value_at(kPrev) = i > 0 ? items[i - 1] : Value();
+      info.value_at(kNext) = i + 1 < n ? items[i + 1] : Value();
+      Frame& frame = frames_.back();
+      frame.clear();  // names set in one iteration do not reach the next
+      frame["loop"] = loop;
+      bind_targets(frame, s.targets, items[i]);
+      if (exec_body(s.body) == Flow::kBreak) break;
+    }
+  } catch (...) {
+    leave();
+    throw;
   }
-  --loop_depth_;
+  leave();
   return Flow::kNormal;
 }
 

@@ -109,6 +109,8 @@ struct Dict {
   void set(std::string key, Value value);
   size_t size() const { return entries_.size(); }
   const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
+  // Entry i's value, to update in place (the loop object each iteration).
+  Value& value_at(size_t i) { return entries_[i].second; }
 
  private:
   std::vector<std::pair<std::string, Value>> entries_;
