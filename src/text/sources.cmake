@@ -11,7 +11,9 @@ list(APPEND TESSERA_TEXT_SOURCES
 list(APPEND TESSERA_TEXT_SOURCES
   text/chat_template.cpp
   text/chat_template_builtins.cpp
-  text/jinja/builtins.cpp
+  text/jinja/filters.cpp
+  text/jinja/globals.cpp
+  text/jinja/is_tests.cpp
   text/jinja/interpreter.cpp
   text/jinja/lexer.cpp
   text/jinja/methods.cpp

@@ -157,8 +157,8 @@ TEST(ChatTemplateLimits, StepsIterationsOutputTimeAndDepth) {
   limits.max_time = std::chrono::milliseconds(1);
   limits.max_steps = UINT64_MAX;
   limits.max_loop_iterations = UINT64_MAX;
-  e = error_of("{% for i in range(100000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}",
-               {}, limits);
+  e = error_of("{% for i in range(100000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", {},
+               limits);
   EXPECT_TRUE(contains(e.what(), "running longer than 1 ms")) << e.what();
 
   // Values built deeper than printing may recurse.

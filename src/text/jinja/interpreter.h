@@ -114,9 +114,11 @@ class Interpreter {
   size_t loop_depth_ = 0;
 };
 
-// Filters, tests, methods and global functions (builtins.cpp, methods.cpp).
+// Filters (filters.cpp), tests (is_tests.cpp), methods (methods.cpp) and global
+// functions (globals.cpp).
 Value apply_filter(Interpreter& in, std::string_view name, const Value& input, const Args& args);
 bool apply_test(Interpreter& in, std::string_view name, const Value& input, const Args& args);
+bool has_filter(std::string_view name);
 // True, with `result` set, when `object`'s type has a method `name`.
 bool call_method(Interpreter& in, const Value& object, std::string_view name, const Args& args,
                  Value& result);

@@ -1,12 +1,12 @@
-// Filters, tests and global functions (Jinja2's built-ins as HF configures
-// them: tojson without HTML escaping, raise_exception, strftime_now).
+// Filters (Jinja2's built-ins as HF configures them: tojson without HTML
+// escaping, with ensure_ascii, indent and sort_keys).
 #include <algorithm>
 #include <cmath>
-#include <ctime>
 #include <unordered_map>
 
 #include <fmt/format.h>
 
+#include "text/jinja/builtin_util.h"
 #include "text/jinja/interpreter.h"
 #include "text/jinja/strings.h"
 
@@ -14,25 +14,6 @@ namespace tessera::jinja {
 namespace {
 
 using FilterFn = Value (*)(Interpreter&, const Value&, const Args&);
-using TestFn = bool (*)(Interpreter&, const Value&, const Args&);
-
-const Value& required(const Args& args, size_t i, std::string_view name, std::string_view what) {
-  const Value* v = args.get(i, name);
-  if (v == nullptr)
-    throw Failure(fmt::format("found no argument '{}' to {}, expected one", name, what));
-  return *v;
-}
-
-bool flag(const Args& args, size_t i, std::string_view name) {
-  const Value* v = args.get(i, name);
-  return v != nullptr && v->truthy();
-}
-
-const std::string& need_string(const Value& v, std::string_view what) {
-  if (!v.is_string())
-    throw Failure(fmt::format("found {} for {}, expected a string", v.type_name(), what));
-  return v.as_string();
-}
 
 // A list's items, a dict's keys, a string's characters; undefined is empty.
 List items_of(Interpreter& in, const Value& v, std::string_view what) {
@@ -550,226 +531,10 @@ const std::unordered_map<std::string_view, FilterFn>& filters() {
   return table;
 }
 
-// ---- tests --------------------------------------------------------------------------------
-
-const Value& test_arg(const Args& args, std::string_view test) {
-  if (args.positional.empty())
-    throw Failure(fmt::format("found test '{}' without its argument, expected one", test));
-  return args.positional[0];
-}
-
-bool t_defined(Interpreter&, const Value& v, const Args&) {
-  return !v.is_undefined();
-}
-bool t_undefined(Interpreter&, const Value& v, const Args&) {
-  return v.is_undefined();
-}
-bool t_none(Interpreter&, const Value& v, const Args&) {
-  return v.is_none();
-}
-bool t_boolean(Interpreter&, const Value& v, const Args&) {
-  return v.is_bool();
-}
-bool t_true(Interpreter&, const Value& v, const Args&) {
-  return v.is_bool() && v.as_bool();
-}
-bool t_false(Interpreter&, const Value& v, const Args&) {
-  return v.is_bool() && !v.as_bool();
-}
-bool t_integer(Interpreter&, const Value& v, const Args&) {
-  return v.is_int();
-}
-bool t_float(Interpreter&, const Value& v, const Args&) {
-  return v.is_float();
-}
-bool t_number(Interpreter&, const Value& v, const Args&) {
-  return v.is_number();
-}
-bool t_string(Interpreter&, const Value& v, const Args&) {
-  return v.is_string();
-}
-bool t_mapping(Interpreter&, const Value& v, const Args&) {
-  return v.is_dict() && !v.as_dict().is_namespace;
-}
-// Jinja2's Undefined iterates as empty, so it counts as iterable.
-bool t_iterable(Interpreter&, const Value& v, const Args&) {
-  return v.is_list() || v.is_dict() || v.is_string() || v.is_undefined();
-}
-bool t_sequence(Interpreter&, const Value& v, const Args&) {
-  return v.is_list() || v.is_dict() || v.is_string();
-}
-bool t_callable(Interpreter&, const Value& v, const Args&) {
-  return v.is_callable();
-}
-bool t_eq(Interpreter&, const Value& v, const Args& a) {
-  return equals(v, test_arg(a, "eq"));
-}
-bool t_ne(Interpreter&, const Value& v, const Args& a) {
-  return !equals(v, test_arg(a, "ne"));
-}
-bool t_lt(Interpreter&, const Value& v, const Args& a) {
-  return compare(v, test_arg(a, "lt")) < 0;
-}
-bool t_le(Interpreter&, const Value& v, const Args& a) {
-  return compare(v, test_arg(a, "le")) <= 0;
-}
-bool t_gt(Interpreter&, const Value& v, const Args& a) {
-  return compare(v, test_arg(a, "gt")) > 0;
-}
-bool t_ge(Interpreter&, const Value& v, const Args& a) {
-  return compare(v, test_arg(a, "ge")) >= 0;
-}
-bool t_in(Interpreter&, const Value& v, const Args& a) {
-  return contains(test_arg(a, "in"), v);
-}
-bool t_odd(Interpreter&, const Value& v, const Args&) {
-  return v.is_int() && v.as_int() % 2 != 0;
-}
-bool t_even(Interpreter&, const Value& v, const Args&) {
-  return v.is_int() && v.as_int() % 2 == 0;
-}
-bool t_divisibleby(Interpreter&, const Value& v, const Args& a) {
-  const Value& d = test_arg(a, "divisibleby");
-  if (!v.is_int() || !d.is_int() || d.as_int() == 0) return false;
-  return d.as_int() == -1 || v.as_int() % d.as_int() == 0;
-}
-bool t_lower(Interpreter&, const Value& v, const Args&) {
-  return v.is_string() && to_lower(v.as_string()) == v.as_string();
-}
-bool t_upper(Interpreter&, const Value& v, const Args&) {
-  return v.is_string() && to_upper(v.as_string()) == v.as_string();
-}
-bool t_sameas(Interpreter&, const Value& v, const Args& a) {
-  const Value& o = test_arg(a, "sameas");
-  if (v.type() != o.type()) return false;
-  if (v.is_none() || v.is_undefined()) return true;
-  if (v.is_bool() || v.is_int() || v.is_float()) return equals(v, o);
-  return v.identity() == o.identity();
-}
-bool t_escaped(Interpreter&, const Value&, const Args&) {
-  return false;
-}
-bool t_filter(Interpreter&, const Value& v, const Args&) {
-  return v.is_string() && filters().contains(v.as_string());
-}
-
-const std::unordered_map<std::string_view, TestFn>& tests() {
-  static const std::unordered_map<std::string_view, TestFn> table = {
-      {"defined", t_defined},
-      {"undefined", t_undefined},
-      {"none", t_none},
-      {"boolean", t_boolean},
-      {"true", t_true},
-      {"false", t_false},
-      {"integer", t_integer},
-      {"float", t_float},
-      {"number", t_number},
-      {"string", t_string},
-      {"mapping", t_mapping},
-      {"iterable", t_iterable},
-      {"sequence", t_sequence},
-      {"callable", t_callable},
-      {"equalto", t_eq},
-      {"eq", t_eq},
-      {"==", t_eq},
-      {"ne", t_ne},
-      {"!=", t_ne},
-      {"lt", t_lt},
-      {"lessthan", t_lt},
-      {"<", t_lt},
-      {"le", t_le},
-      {"<=", t_le},
-      {"gt", t_gt},
-      {"greaterthan", t_gt},
-      {">", t_gt},
-      {"ge", t_ge},
-      {">=", t_ge},
-      {"in", t_in},
-      {"odd", t_odd},
-      {"even", t_even},
-      {"divisibleby", t_divisibleby},
-      {"lower", t_lower},
-      {"upper", t_upper},
-      {"sameas", t_sameas},
-      {"escaped", t_escaped},
-      {"filter", t_filter},
-  };
-  return table;
-}
-
-// ---- globals ------------------------------------------------------------------------------
-
-Value strftime_now(Interpreter& in, const Args& args) {
-  args.check("strftime_now", 1, {"format"});
-  const std::string& format =
-      need_string(required(args, 0, "format", "strftime_now"), "strftime_now's format");
-  if (format.size() > 256)
-    throw Failure("found a strftime_now format over 256 bytes, expected a short one");
-  const std::time_t t = std::chrono::system_clock::to_time_t(in.now());
-  std::tm tm{};
-  localtime_r(&t, &tm);
-  std::string out(format.size() * 16 + 64, '\0');
-  const size_t n = std::strftime(out.data(), out.size(), format.c_str(), &tm);
-  out.resize(n);
-  return Value(std::move(out));
-}
-
-Value range(Interpreter& in, const Args& args) {
-  args.check("range", 3, {});
-  for (const Value& v : args.positional) {
-    if (!v.is_int() && !v.is_bool())
-      throw Failure(fmt::format("found {} in range(), expected integers", v.type_name()));
-  }
-  if (args.positional.empty())
-    throw Failure("found range() without arguments, expected 1 to 3 integers");
-  int64_t start = 0;
-  int64_t stop = 0;
-  int64_t step = 1;
-  if (args.positional.size() == 1) {
-    stop = args.positional[0].as_int();
-  } else {
-    start = args.positional[0].as_int();
-    stop = args.positional[1].as_int();
-    if (args.positional.size() == 3) step = args.positional[2].as_int();
-  }
-  if (step == 0) throw Failure("found range() with step 0, expected a non-zero step");
-  const long double span = static_cast<long double>(stop) - static_cast<long double>(start);
-  const long double count =
-      std::max<long double>(0, std::ceil(span / static_cast<long double>(step)));
-  in.check_list_size(count > 1e15L ? SIZE_MAX : static_cast<size_t>(count));
-  in.step(static_cast<uint64_t>(count));
-  List out;
-  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) out.emplace_back(start + i * step);
-  return Value(std::move(out));
-}
-
-Value dict_of(const Args& args, bool is_namespace) {
-  std::vector<std::pair<std::string, Value>> entries;
-  for (const Value& v : args.positional) {
-    if (!v.is_dict())
-      throw Failure(fmt::format("found {} in namespace()/dict(), expected a dict or name=value",
-                                v.type_name()));
-    for (const auto& e : v.as_dict().entries()) entries.push_back(e);
-  }
-  for (const auto& e : args.keyword) entries.push_back(e);
-  return make_dict(std::move(entries), is_namespace);
-}
-
-Value global(std::string name, Callable::Builtin id) {
-  auto fn = std::make_shared<Callable>();
-  fn->name = std::move(name);
-  fn->builtin = id;
-  return Value(std::shared_ptr<const Callable>(std::move(fn)));
-}
-
 }  // namespace
 
 Value Interpreter::filter(std::string_view name, const Value& input, const Args& args) {
   return apply_filter(*this, name, input, args);
-}
-
-bool Interpreter::test(std::string_view name, const Value& input, const Args& args) {
-  return apply_test(*this, name, input, args);
 }
 
 Value apply_filter(Interpreter& in, std::string_view name, const Value& input, const Args& args) {
@@ -783,43 +548,8 @@ Value apply_filter(Interpreter& in, std::string_view name, const Value& input, c
   return it->second(in, input, args);
 }
 
-bool apply_test(Interpreter& in, std::string_view name, const Value& input, const Args& args) {
-  const auto it = tests().find(name);
-  if (it == tests().end()) {
-    throw Failure(
-        fmt::format("found unknown test '{}', expected a test chat templates use "
-                    "(defined, none, string, mapping, iterable, equalto, ...)",
-                    name));
-  }
-  return it->second(in, input, args);
-}
-
-Value call_builtin(Interpreter& in, const Callable& fn, const Args& args) {
-  switch (fn.builtin) {
-    case Callable::Builtin::kRaiseException:
-      throw Raised(args.positional.empty() ? std::string() : to_str(args.positional[0]));
-    case Callable::Builtin::kStrftimeNow:
-      return strftime_now(in, args);
-    case Callable::Builtin::kNamespace:
-      return dict_of(args, true);
-    case Callable::Builtin::kDict:
-      return dict_of(args, false);
-    case Callable::Builtin::kRange:
-      return range(in, args);
-    case Callable::Builtin::kNone:
-      break;
-  }
-  throw Failure(fmt::format("found a call of '{}', expected a function", fn.name));
-}
-
-std::vector<std::pair<std::string, Value>> builtin_globals() {
-  return {
-      {"raise_exception", global("raise_exception", Callable::Builtin::kRaiseException)},
-      {"strftime_now", global("strftime_now", Callable::Builtin::kStrftimeNow)},
-      {"namespace", global("namespace", Callable::Builtin::kNamespace)},
-      {"range", global("range", Callable::Builtin::kRange)},
-      {"dict", global("dict", Callable::Builtin::kDict)},
-  };
+bool has_filter(std::string_view name) {
+  return filters().contains(name);
 }
 
 }  // namespace tessera::jinja
