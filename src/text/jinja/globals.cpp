@@ -51,7 +51,11 @@ Value range(Interpreter& in, const Args& args) {
   in.check_list_size(count > 1e15L ? SIZE_MAX : static_cast<size_t>(count));
   in.step(static_cast<uint64_t>(count));
   List out;
-  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) out.emplace_back(start + i * step);
+  int64_t value = start;
+  for (int64_t i = 0; i < static_cast<int64_t>(count); ++i) {
+    out.emplace_back(value);
+    if (__builtin_add_overflow(value, step, &value)) break;  // only past stop
+  }
   return Value(std::move(out));
 }
 
