@@ -135,6 +135,12 @@ TEST(ChatTemplateLimits, KnownDenialOfServiceTemplatesFail) {
       "endfor %}",
       {}, quick_limits());
   EXPECT_TRUE(contains(e.what(), "expected at most 4194304")) << e.what();
+  // Many strings, each within the limit: the render's budget for built strings.
+  e = error_of(
+      "{% set ns = namespace(l=[]) %}{% for i in range(100) %}"
+      "{% set ns.l = ns.l + ['a' * 4000000] %}{% endfor %}",
+      {}, quick_limits());
+  EXPECT_TRUE(contains(e.what(), "found more than 67108864 bytes of strings built")) << e.what();
 }
 
 TEST(ChatTemplateLimits, StepsIterationsOutputTimeAndDepth) {

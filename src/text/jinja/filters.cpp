@@ -143,7 +143,7 @@ Value f_escape(Interpreter& in, const Value& v, const Args&) {
         out += c;
     }
   }
-  in.check_string_size(out.size());
+  in.charge_string(out.size());
   return Value(std::move(out));
 }
 
@@ -160,7 +160,7 @@ Value f_tojson(Interpreter& in, const Value& v, const Args& args) {
   }
   std::string out;
   append_json(v, out, width, flag(args, 0, "ensure_ascii"), flag(args, 3, "sort_keys"));
-  in.check_string_size(out.size());
+  in.charge_string(out.size());
   in.step(out.size() / 64);
   return Value(std::move(out));
 }
@@ -178,6 +178,7 @@ Value f_join(Interpreter& in, const Value& v, const Args& args) {
     append_str(attribute != nullptr ? attribute_path(item, to_str(*attribute)) : item, out);
     in.check_string_size(out.size());
   }
+  in.charge_string(out.size());
   return Value(std::move(out));
 }
 
@@ -313,7 +314,10 @@ Value f_indent(Interpreter& in, const Value& v, const Args& args) {
       out += pad;
     out += text;
     in.check_string_size(out.size());
-    if (nl == std::string::npos) break;
+    if (nl == std::string::npos) {
+      in.charge_string(out.size());
+      break;
+    }
     out += '\n';
     pos = nl + 1;
   }
@@ -327,7 +331,7 @@ Value f_center(Interpreter& in, const Value& v, const Args& args) {
   const std::string s = to_str(v);
   const auto len = static_cast<int64_t>(code_point_count(s));
   if (width <= len) return Value(s);
-  in.check_string_size(static_cast<size_t>(width));
+  in.charge_string(static_cast<size_t>(width));
   const int64_t left = (width - len) / 2 + ((width - len) % 2 & width % 2);
   return Value(std::string(static_cast<size_t>(left), ' ') + s +
                std::string(static_cast<size_t>(width - len - left), ' '));

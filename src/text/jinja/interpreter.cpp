@@ -112,6 +112,18 @@ void Interpreter::check_string_size(size_t bytes) const {
   }
 }
 
+void Interpreter::charge_string(size_t bytes) {
+  check_string_size(bytes);
+  string_bytes_ += bytes;
+  const uint64_t budget = 16 * static_cast<uint64_t>(limits_.max_output_bytes);
+  if (string_bytes_ > budget) {
+    throw Failure(
+        fmt::format("found more than {} bytes of strings built, expected a template "
+                    "that builds less",
+                    budget));
+  }
+}
+
 void Interpreter::check_list_size(size_t items) const {
   if (items > limits_.max_list_items) {
     throw Failure(fmt::format("found a list of {} items, expected at most {}", items,
@@ -138,6 +150,7 @@ std::string Interpreter::capture(const ast::Body& body) {
     throw;
   }
   out_ = saved;
+  charge_string(buffer.size());
   return buffer;
 }
 

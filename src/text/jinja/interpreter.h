@@ -52,6 +52,9 @@ class Interpreter {
   void step(uint64_t n = 1);
   // Fails when a string or list would be larger than the limits allow.
   void check_string_size(size_t bytes) const;
+  // check_string_size, and counts the bytes against the render's budget for
+  // built strings (16 times max_output_bytes): call it once per string built.
+  void charge_string(size_t bytes);
   void check_list_size(size_t items) const;
   std::chrono::system_clock::time_point now() const { return now_; }
   // Calls a macro or built-in function.
@@ -109,6 +112,7 @@ class Interpreter {
   std::string* out_ = nullptr;
   uint64_t steps_ = 0;
   uint64_t iterations_ = 0;
+  uint64_t string_bytes_ = 0;
   size_t depth_ = 0;
   size_t macro_depth_ = 0;
   size_t loop_depth_ = 0;

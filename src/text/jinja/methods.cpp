@@ -122,7 +122,9 @@ bool string_method(Interpreter& in, const std::string& s, std::string_view name,
     // Bound the result before building it.
     const size_t hits = from.empty() ? code_point_count(s) + 1 : s.size() / from.size();
     if (to.size() > from.size()) in.check_string_size(s.size() + hits * (to.size() - from.size()));
-    result = Value(replace(s, from, to, count));
+    std::string out = replace(s, from, to, count);
+    in.charge_string(out.size());
+    result = Value(std::move(out));
   } else if (name == "find" || name == "rfind" || name == "count") {
     args.check(name, 1, {});
     const std::string& sub = string_arg(args, 0, "sub", name);
@@ -158,6 +160,7 @@ bool string_method(Interpreter& in, const std::string& s, std::string_view name,
       in.check_string_size(out.size());
     }
     in.step(items->as_list().size());
+    in.charge_string(out.size());
     result = Value(std::move(out));
   } else if (name == "isdigit") {
     result = Value(all_code_points(s, [](char32_t c) { return c >= '0' && c <= '9'; }));

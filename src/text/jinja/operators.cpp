@@ -65,7 +65,7 @@ Value arithmetic(Interpreter& in, std::string_view op, const Value& a, const Val
       if (seq.is_string()) {
         const size_t len = seq.as_string().size();
         if (len != 0 && static_cast<uint64_t>(n) > UINT64_MAX / len) in.check_string_size(SIZE_MAX);
-        in.check_string_size(len * static_cast<size_t>(n));
+        in.charge_string(len * static_cast<size_t>(n));
         in.step(len * static_cast<size_t>(n) / 64);
         std::string out;
         out.reserve(len * static_cast<size_t>(n));
@@ -152,12 +152,12 @@ Value binary_op(Interpreter& in, std::string_view op, const Value& a, const Valu
   if (op == "~") {
     std::string out = to_str(a);
     append_str(b, out);
-    in.check_string_size(out.size());
+    in.charge_string(out.size());
     return Value(std::move(out));
   }
   if (op == "+") {
     if (a.is_string() && b.is_string()) {
-      in.check_string_size(a.as_string().size() + b.as_string().size());
+      in.charge_string(a.as_string().size() + b.as_string().size());
       return Value(a.as_string() + b.as_string());
     }
     if (a.is_list() && b.is_list()) {
