@@ -1,5 +1,7 @@
 #include "text/jinja/interpreter.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "text/jinja/error.h"

@@ -1,5 +1,6 @@
 #include "text/jinja/value.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
