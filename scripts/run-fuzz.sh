@@ -21,6 +21,12 @@ for target in "$build"/fuzz/fuzz_*; do
       [[ -f "$f" ]] && head -c 65536 "$f" > "$corpus/$(basename "$f").head"
     done
     max_len=1048576
+  elif [[ "$name" == fuzz_chat_template ]]; then
+    # Seeds: the real models' templates of the shared fixtures.
+    for f in "$shared"/fixtures/chat-templates/*.jinja; do
+      [[ -f "$f" ]] && cp "$f" "$corpus/"
+    done
+    max_len=16384
   fi
   echo "fuzz: $name for ${seconds}s (seeds: $(ls "$corpus" | wc -l))"
   log=$(mktemp)
