@@ -1,6 +1,6 @@
-// The chat renderer the server uses: the model's tokenizer.chat_template, or
-// a built-in template by name (--chat-template), or ChatML when the model
-// has none.
+// The chat renderer the server and `tessera chat` use: a built-in template by
+// name (--chat-template), else the model's tokenizer.chat_template, else
+// ChatML. A conversation the template refuses is an HttpError 400.
 #pragma once
 
 #include <string>

@@ -117,8 +117,9 @@ struct Server::Impl {
     } catch (const std::exception& e) {
       throw HttpError(400, fmt::format("the chat template failed on these messages: {}", e.what()));
     }
-    // The template writes the special tokens (BOS too, when the model has one) as text.
-    return tokenizer->tokenize(text, false, true);
+    // Special tokens in the render are parsed as such; BOS is the tokenizer's
+    // to add (the renderer strips a leading one), as llama.cpp does.
+    return tokenizer->tokenize(text, true, true);
   }
 
   std::shared_ptr<Request> submit(std::vector<TokenId> prompt, GenerationParams params) {
