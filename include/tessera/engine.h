@@ -25,6 +25,9 @@ struct ContextOptions {
   int64_t n_batch = 512;  // tokens per forward pass
   DType type_k = DType::kF16;  // cache types: F16, F32, BF16, Q8_0, Q4_0, ...
   DType type_v = DType::kF16;
+  // Outputs are the final hidden states (after the output norm, n_embd per
+  // row) instead of logits: for embeddings.
+  bool embeddings = false;
 };
 
 class Context {
@@ -41,6 +44,7 @@ class Context {
   // the sequences and the cells asked); the cache is then as before the call.
   void decode(const Batch& batch);
   // Logits (n_vocab floats) of token i of the last batch; it must have asked.
+  // With options.embeddings: its hidden state (n_embd floats) instead.
   std::span<const float> logits(size_t i) const;
   // Logits of every token that asked, in batch order (rows of n_vocab).
   std::span<const float> all_logits() const { return logits_; }
@@ -51,6 +55,8 @@ class Context {
   int64_t n_ctx() const { return cache_->size(); }
   int64_t n_batch() const { return n_batch_; }
   int64_t n_vocab() const { return model_.hparams().n_vocab; }
+  // Floats per output row: n_vocab, or n_embd with options.embeddings.
+  int64_t output_width() const { return embeddings_ ? model_.hparams().n_embd : n_vocab(); }
 
   // Graphs built and planned so far (one per shape, plus K shifts): stays
   // put in a steady decode loop.
@@ -76,6 +82,7 @@ class Context {
 
   const Model& model_;
   int64_t n_batch_;
+  bool embeddings_ = false;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<Scheduler> scheduler_;
   std::vector<std::unique_ptr<Plan>> plans_;  // least recently used first out

@@ -137,6 +137,8 @@ struct GraphInputs {
   // positions back); null when the model has none.
   Tensor* mask_swa = nullptr;
   Tensor* out_ids = nullptr;    // i32 [n_out]: the tokens whose logits are computed
+  // The output is the normed hidden state [n_embd, n_out], not logits.
+  bool embeddings = false;
   std::span<Tensor* const> cache_k, cache_v;  // per layer [n_embd_kv, cache rows]
 };
 

@@ -44,7 +44,7 @@ struct Context::Plan {
 };
 
 Context::Context(const Model& model, const ContextOptions& options)
-    : model_(model), n_batch_(options.n_batch) {
+    : model_(model), n_batch_(options.n_batch), embeddings_(options.embeddings) {
   const Hparams& hp = model.hparams();
   int64_t n_ctx = options.n_ctx;
   if (n_ctx == 0) n_ctx = std::min(hp.n_ctx_train, kDefaultMaxContext);
@@ -73,8 +73,8 @@ std::span<const float> Context::logits(size_t i) const {
   if (i >= logit_row_.size() || logit_row_[i] < 0) {
     fail(ErrorCategory::kInvalidArgument, "[context] token {} of the last batch has no logits", i);
   }
-  const auto nv = static_cast<size_t>(n_vocab());
-  return std::span<const float>(logits_).subspan(static_cast<size_t>(logit_row_[i]) * nv, nv);
+  const auto w = static_cast<size_t>(output_width());
+  return std::span<const float>(logits_).subspan(static_cast<size_t>(logit_row_[i]) * w, w);
 }
 
 Context::Plan& Context::plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) {
@@ -101,6 +101,7 @@ Context::Plan& Context::plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) 
   in.n_tokens = n_tokens;
   in.n_kv = n_kv;
   in.n_out = n_out;
+  in.embeddings = embeddings_;
   in.tokens = g.new_tensor(DType::kI32, {n_tokens}, "tokens");
   in.positions = g.new_tensor(DType::kI32, {n_tokens}, "positions");
   in.kv_idx = g.new_tensor(DType::kI64, {n_tokens}, "kv_idx");
@@ -141,7 +142,7 @@ void Context::decode(const Batch& batch) {
     }
     n_logits += batch.want_logits[i] != 0 ? 1 : 0;
   }
-  logits_.resize(n_logits * static_cast<size_t>(nv));
+  logits_.resize(n_logits * static_cast<size_t>(output_width()));
   logit_row_.assign(n, -1);
   int32_t row = 0;
   for (size_t i = 0; i < n; ++i) {
@@ -223,8 +224,10 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
   scheduler_->compute(*plan.sched);
   const auto t2 = std::chrono::steady_clock::now();
   if (n_out > 0) {
-    const size_t bytes = static_cast<size_t>(n_out * n_vocab()) * sizeof(float);
-    plan.logits->buffer->get_tensor(*plan.logits, logits_.data() + out_row * n_vocab(), 0, bytes);
+    const int64_t w = output_width();
+    const size_t bytes = static_cast<size_t>(n_out * w) * sizeof(float);
+    plan.logits->buffer->get_tensor(*plan.logits, logits_.data() + out_row * static_cast<size_t>(w),
+                                    0, bytes);
   }
   const auto t3 = std::chrono::steady_clock::now();
   timings_.passes += 1;

@@ -124,8 +124,8 @@ Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x) {
   // Only the rows asked for: project n_out columns, not n_tokens.
   x = ops::get_rows(g, x, in.out_ids);
   x = rms_norm(g, x, model.output_norm(), hp.norm_rms_eps);
-  Tensor* out = ops::mul_mat(g, model.output(), x);
-  if (const float c = hp.final_logit_softcap; c > 0.0f) {
+  Tensor* out = in.embeddings ? x : ops::mul_mat(g, model.output(), x);
+  if (const float c = hp.final_logit_softcap; c > 0.0f && !in.embeddings) {
     out = ops::scale(g, ops::unary(g, ops::scale(g, out, 1.0f / c), UnaryOp::kTanh), c);
   }
   out->flags |= kFlagOutput;

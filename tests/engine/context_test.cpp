@@ -345,3 +345,42 @@ TEST_F(ContextTest, APlanIsBuiltOncePerShape) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera::testing {
+namespace {
+
+// With embeddings on, a row is the normed final hidden state: the logits of
+// the same row are the output matrix times it (within f32 rounding of the
+// n_embd-long dot products).
+TEST_F(ContextTest, EmbeddingsAreTheHiddenStatesTheLogitsProject) {
+  const std::vector<int32_t> prompt{1, 403, 407, 261, 378, 432};
+  Batch b;
+  b.add_sequence(prompt, 0, 0, /*all_logits=*/true);
+  Context logits(*model_, {.n_ctx = 64});
+  Context hidden(*model_, {.n_ctx = 64, .embeddings = true});
+  logits.decode(b);
+  hidden.decode(b);
+  const Hparams& hp = model_->hparams();
+  ASSERT_EQ(hidden.output_width(), hp.n_embd);
+  const Tensor& w = *model_->output();  // [n_embd, n_vocab]
+  std::vector<float> wrow(static_cast<size_t>(hp.n_embd));
+  std::vector<uint8_t> bytes(w.n_bytes());
+  w.buffer->get_tensor(w, bytes.data(), 0, bytes.size());
+  const size_t row_bytes = w.nb[1];
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    const std::span<const float> h = hidden.logits(i);
+    const std::span<const float> l = logits.logits(i);
+    for (int64_t v = 0; v < hp.n_vocab; v += 37) {
+      dequantize_row(w.type, bytes.data() + static_cast<size_t>(v) * row_bytes, wrow.data(), hp.n_embd);
+      double dot = 0, mag = 0;
+      for (int64_t j = 0; j < hp.n_embd; ++j) {
+        dot += double(wrow[size_t(j)]) * h[size_t(j)];
+        mag += std::fabs(double(wrow[size_t(j)]) * h[size_t(j)]);
+      }
+      ASSERT_NEAR(l[size_t(v)], dot, 1e-5 * mag + 1e-6) << "row " << i << " token " << v;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -167,6 +167,32 @@ TEST_F(ServerTest, ChatCompletionAndItsStream) {
   EXPECT_EQ(streamed_text(lines, true), text);
 }
 
+TEST_F(ServerTest, EmbeddingsAreUnitVectorsPerInput) {
+  const json one = post(*server_, "/v1/embeddings", {{"input", "Once upon a time"}});
+  ASSERT_EQ(one["data"].size(), 1u);
+  const std::vector<float> v = one["data"][0]["embedding"];
+  ASSERT_EQ(v.size(), 64u);  // stories260K's n_embd
+  double norm = 0;
+  for (float x : v) norm += double(x) * x;
+  EXPECT_NEAR(norm, 1.0, 1e-5);
+  EXPECT_GT(one["usage"]["prompt_tokens"].get<int>(), 1);
+  const json two = post(*server_, "/v1/embeddings",
+                        {{"input", json::array({"Once upon a time", "The dog ran away"})}});
+  ASSERT_EQ(two["data"].size(), 2u);
+  EXPECT_EQ(two["data"][1]["index"], 1);
+  const std::vector<float> again = two["data"][0]["embedding"], other = two["data"][1]["embedding"];
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(again[i], v[i], 1e-6);
+  EXPECT_NE(other, v);
+  // base64: the same floats, little-endian.
+  const json b = post(*server_, "/v1/embeddings",
+                      {{"input", "Once upon a time"}, {"encoding_format", "base64"}});
+  const std::string text = b["data"][0]["embedding"];
+  EXPECT_EQ(text.size(), (64 * 4 + 2) / 3 * 4);
+  httplib::Client c = server_->client();
+  expect_error(c.Post("/v1/embeddings", R"({"input":""})", "application/json"), 400, "empty");
+  expect_error(c.Post("/v1/embeddings", R"({"nope":1})", "application/json"), 400, "input");
+}
+
 TEST_F(ServerTest, LogprobsOfTheChosenTokens) {
   const json r = post(*server_, "/v1/completions",
                       {{"prompt", "Once upon a time"}, {"max_tokens", 5}, {"temperature", 0},

@@ -55,6 +55,22 @@ std::string random_id(const char* prefix) {
 
 int64_t now_seconds() { return static_cast<int64_t>(std::time(nullptr)); }
 
+std::string base64(const uint8_t* p, size_t n) {
+  static constexpr char kDigits[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = uint32_t{p[i]} << 16 | (i + 1 < n ? uint32_t{p[i + 1]} << 8 : 0) |
+                       (i + 2 < n ? uint32_t{p[i + 2]} : 0);
+    out += kDigits[v >> 18 & 63];
+    out += kDigits[v >> 12 & 63];
+    out += i + 1 < n ? kDigits[v >> 6 & 63] : '=';
+    out += i + 2 < n ? kDigits[v & 63] : '=';
+  }
+  return out;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -66,6 +82,7 @@ struct Server::Impl {
   const Model* model = nullptr;
   const Tokenizer* tokenizer = nullptr;
   Generator* generator = nullptr;
+  Embedder* embedder = nullptr;
   ChatRenderer chat;
 
   void require_ready() const {
@@ -319,6 +336,66 @@ struct Server::Impl {
     http.Post("/completions", completions);
     http.Post("/v1/chat/completions", chat_completions);
     http.Post("/chat/completions", chat_completions);
+    auto embeddings = guarded([this](const httplib::Request& req, httplib::Response& res) {
+      require_ready();
+      const json body = parse_body(req);
+      const auto in = body.find("input");
+      if (in == body.end()) bad_request("'input' is required");
+      // A string, token ids, or an array of either.
+      std::vector<std::vector<TokenId>> inputs;
+      auto one = [&](const json& v) {
+        if (v.is_string()) {
+          if (v.get<std::string>().empty()) bad_request("'input' strings must not be empty");
+          inputs.push_back(tokenizer->tokenize(v.get<std::string>(), true, false));
+          return;
+        }
+        if (!v.is_array() || v.empty()) bad_request("'input' must be a string, token ids, or an array of them");
+        std::vector<TokenId> ids;
+        for (const json& t : v) {
+          if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
+              t.get<int64_t>() >= static_cast<int64_t>(tokenizer->n_vocab())) {
+            bad_request("'input' token ids must be integers in [0, {})", tokenizer->n_vocab());
+          }
+          ids.push_back(static_cast<TokenId>(t.get<int64_t>()));
+        }
+        inputs.push_back(std::move(ids));
+      };
+      if (in->is_array() && !in->empty() && ((*in)[0].is_string() || (*in)[0].is_array())) {
+        if (in->size() > 256) bad_request("'input' holds {} items, at most 256", in->size());
+        for (const json& v : *in) one(v);
+      } else {
+        one(*in);
+      }
+      const std::string format = body.value("encoding_format", "float");
+      if (format != "float" && format != "base64") {
+        bad_request("'encoding_format' must be float or base64, found '{}'", format);
+      }
+      json data = json::array();
+      int64_t tokens = 0;
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        std::vector<float> v;
+        try {
+          v = embedder->embed(inputs[i]);
+        } catch (const Error& e) {
+          if (e.category() == ErrorCategory::kInvalidArgument) throw HttpError(400, e.what());
+          throw;
+        }
+        tokens += static_cast<int64_t>(inputs[i].size());
+        json item = {{"object", "embedding"}, {"index", i}};
+        if (format == "float") {
+          item["embedding"] = v;
+        } else {
+          item["embedding"] = base64(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float));
+        }
+        data.push_back(std::move(item));
+      }
+      send_json(res, {{"object", "list"},
+                      {"data", data},
+                      {"model", options.model_name},
+                      {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
+    });
+    http.Post("/v1/embeddings", embeddings);
+    http.Post("/embeddings", embeddings);
     http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
       require_ready();
       const json body = parse_body(req);
@@ -458,8 +535,9 @@ void Server::stop() {
 }
 
 void Server::attach(const Model& model, const Tokenizer& tokenizer, Generator& generator,
-                    ChatRenderer chat) {
+                    Embedder& embedder, ChatRenderer chat) {
   std::lock_guard lock(impl_->state_mutex);
+  impl_->embedder = &embedder;
   impl_->model = &model;
   impl_->tokenizer = &tokenizer;
   impl_->generator = &generator;

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/embedder.h"
 #include "server/generator.h"
 #include "tessera/model.h"
 #include "tessera/tokenizer.h"
@@ -44,7 +45,7 @@ class Server {
   void stop();
   // The model is loaded: the endpoints answer from now on.
   void attach(const Model& model, const Tokenizer& tokenizer, Generator& generator,
-              ChatRenderer chat);
+              Embedder& embedder, ChatRenderer chat);
   // Loading failed: /health reports it.
   void set_load_error(const std::string& message);
 

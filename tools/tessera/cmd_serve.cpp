@@ -29,6 +29,7 @@ Runner add_serve(CLI::App& app) {
     int64_t n_ctx = 0;
     int64_t n_batch = 512;
     std::string chat_template;
+    std::string pooling;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -54,6 +55,9 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--alias", o->http.model_name, "Model name in responses (default: file name)");
   cmd->add_option("--chat-template", o->chat_template,
                   "Built-in chat template instead of the model's: " + server::builtin_chat_names());
+  cmd->add_option("--pooling", o->pooling,
+                  "Embeddings pooling: mean, last or cls (default: the model's, else mean)")
+      ->check(CLI::IsMember({"mean", "last", "cls"}));
   cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes (413 past it)")
       ->capture_default_str();
   return [o]() {
@@ -79,6 +83,7 @@ Runner add_serve(CLI::App& app) {
 
     std::optional<LoadedModel> loaded;
     std::unique_ptr<server::Generator> generator;
+    std::unique_ptr<server::Embedder> embedder;
     server::ChatRenderer chat;
     try {
       PlacementOptions where;
@@ -90,6 +95,9 @@ Runner add_serve(CLI::App& app) {
       generator = std::make_unique<server::Generator>(
           *lm.model, lm.tokenizer,
           server::GeneratorOptions{.n_slots = o->slots, .n_ctx = o->n_ctx, .n_batch = o->n_batch});
+      const server::Pooling pooling = o->pooling.empty() ? server::model_pooling(*lm.model)
+                                                         : server::pooling_from_name(o->pooling);
+      embedder = std::make_unique<server::Embedder>(*lm.model, pooling, generator->slot_ctx());
     } catch (const std::exception& e) {
       http.set_load_error(e.what());
       http.stop();
@@ -97,7 +105,7 @@ Runner add_serve(CLI::App& app) {
       throw;
     }
     LoadedModel& lm = *loaded;
-    http.attach(*lm.model, lm.tokenizer, *generator, std::move(chat));
+    http.attach(*lm.model, lm.tokenizer, *generator, *embedder, std::move(chat));
     fmt::print(stderr, "ready: {} slots of {} cells; Ctrl-C stops\n", generator->n_slots(),
                generator->slot_ctx());
     std::fflush(stderr);
