@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   add(tessera::cli::add_synth);
   add(tessera::cli::add_quantize);
   add(tessera::cli::add_serve);
+  add(tessera::cli::add_chat);
 
   try {
     app.parse(argc, argv);
