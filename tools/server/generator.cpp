@@ -315,6 +315,7 @@ bool Generator::step() {
 
 void Generator::update_gauges() {
   std::lock_guard lock(mutex_);
+  metrics_.plans_built = context_.plans_built();
   metrics_.kv_cells_used = context_.cache().used();
   metrics_.slots_busy = static_cast<int>(std::count_if(
       slots_.begin(), slots_.end(), [](auto& s) { return s->state != Slot::State::kIdle; }));

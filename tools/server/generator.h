@@ -85,6 +85,7 @@ struct GeneratorMetrics {
   int slots_busy = 0, slots = 0, queued = 0;
   int64_t kv_cells_used = 0, kv_cells = 0;
   uint64_t steps = 0;
+  uint64_t plans_built = 0;  // graphs built and planned (one per batch shape)
 };
 
 class Generator {

@@ -458,6 +458,8 @@ struct Server::Impl {
       metric("kv_cells_used", "gauge", "KV cache cells in use.", double(m.kv_cells_used));
       metric("kv_cells", "gauge", "KV cache cells.", double(m.kv_cells));
       metric("decode_steps_total", "counter", "Batches decoded.", double(m.steps));
+      metric("plans_built_total", "counter", "Graphs built and planned (one per batch shape).",
+             double(m.plans_built));
       res.set_content(out, "text/plain; version=0.0.4");
     }));
   }
