@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -74,6 +75,9 @@ Runner add_serve(CLI::App& app) {
       const auto slash = o->model.model.find_last_of('/');
       o->http.model_name = slash == std::string::npos ? o->model.model : o->model.model.substr(slash + 1);
     }
+    // Each open stream holds an HTTP thread: room for every slot twice over
+    // (streams queued for a slot too) plus quick requests beside them.
+    o->http.http_threads = std::max(16, 2 * o->slots + 8);
     server::Server http(o->http);
     const int port = http.bind();
     std::thread listener([&] { http.listen(); });
