@@ -95,7 +95,7 @@ await withServer(['-np', '2', '-c', '8192', '-t', '2', '--api-key', kKey], async
     // Turn 1: streamed reply equals the API's greedy reply; tokens/s from timings.
     const sent1 = await typeAndSend(page, 'Once upon a time');
     const body1 = sent1.postDataJSON();
-    check(body1.stream === true, `turn 1: stream is ${body1.stream}`);
+    check(body1.stream === true && body1.model === 'stories260K.gguf', `turn 1: stream ${body1.stream}, model ${body1.model}`);
     check(sent1.headers().authorization === `Bearer ${kKey}`, `turn 1: Authorization ${sent1.headers().authorization}`);
     check(JSON.stringify(body1.messages) === JSON.stringify([{ role: 'user', content: 'Once upon a time' }]),
           `turn 1: messages ${JSON.stringify(body1.messages)}`);
