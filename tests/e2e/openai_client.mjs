@@ -85,14 +85,18 @@ async function chat(openai, server, model) {
   const long = await openai.chat.completions.create(
     { model, messages: kMessages, max_tokens: 3500, ignore_eos: true, stream: true }, { signal: controller.signal });
   let seen = 0;
+  let ended = false;
   try {
-    for await (const _ of long) {
+    for await (const chunk of long) {
       if (++seen === 3) controller.abort();
+      if (chunk.choices[0]?.finish_reason) ended = true;
     }
   } catch (e) {
     check(e instanceof OpenAI.APIUserAbortError || e.name === 'AbortError', `chat abort: ${e?.constructor?.name}: ${e?.message}`);
   }
-  check(seen < 50, `chat abort: ${seen} chunks read after the abort at 3`);
+  // The SDK still hands out the chunks it had already read, so how many
+  // follow the abort depends on the load; the stream must not reach its end.
+  check(!ended, `chat abort: the stream ran to its end (${seen} chunks) despite the abort at 3`);
   await waitFor('the server to count the cancelled stream',
                 async () => (await metric(server, 'tessera_requests_cancelled_total')) === cancelled + 1);
   await waitFor('the slot to be freed', async () => (await metric(server, 'tessera_slots_busy')) === 0);
