@@ -5,7 +5,11 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libfmt-dev nlohmann-json3-dev libcli11-dev libopenblas-dev libpcre2-dev
-          libcpp-httplib-dev)
+          libcpp-httplib-dev chromium)
+# Node runs the e2e tests (tests/e2e: the openai npm client, the chat page in
+# Chromium). A node from elsewhere (e.g. NodeSource, which bundles npm) is kept.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 if [[ "${1:-}" == "--ci" ]]; then
   packages+=(clang libclang-rt-14-dev)
 fi

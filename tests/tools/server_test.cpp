@@ -333,6 +333,24 @@ TEST(ServerAuth, ApiKeyIsRequiredExceptForHealth) {
   EXPECT_EQ(c.Get("/health")->status, 200);
 }
 
+// The chat page is served without the key (it asks for one), from the binary,
+// with a policy that keeps it from loading anything from elsewhere.
+TEST(ServerPage, TheChatPageAtRootNeedsNoApiKey) {
+  ServerProcess s({"-m", model(), "--api-key", "sekret", "-np", "1"});
+  auto r = s.client().Get("/");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->get_header_value("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_NE(r->get_header_value("Content-Security-Policy").find("default-src 'none'"), std::string::npos);
+  EXPECT_EQ(r->body.rfind("<!doctype html>", 0), 0u) << r->body.substr(0, 100);
+  EXPECT_NE(r->body.find("<title>tessera chat</title>"), std::string::npos);
+  EXPECT_NE(r->body.find("v1/chat/completions"), std::string::npos);
+  EXPECT_EQ(r->body.find("http://"), std::string::npos) << "the page names another host";
+  EXPECT_EQ(r->body.find("https://"), std::string::npos) << "the page names another host";
+  EXPECT_NE(r->body.rfind("</html>"), std::string::npos) << "the page is cut short";
+  expect_error(s.client().Get("/v1/models"), 401, "API key");
+}
+
 TEST(ServerShutdown, SigtermEndsAStreamCleanlyAndExits) {
   ServerProcess s({"-m", slow_model(), "-np", "1", "-c", "4096"});
   std::string raw;

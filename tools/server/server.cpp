@@ -11,6 +11,7 @@
 
 #include "server/http_error.h"
 #include "server/oai.h"
+#include "server/page.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
 
@@ -296,6 +297,14 @@ struct Server::Impl {
         }
       };
     };
+    // The chat page; like /health it needs no API key (the page asks for one).
+    http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_header("Content-Security-Policy",
+                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                     "img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_content(chat_page().data(), chat_page().size(), "text/html; charset=utf-8");
+    });
     http.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
       std::lock_guard lock(state_mutex);
       if (!load_error.empty()) {
