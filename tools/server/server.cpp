@@ -476,6 +476,8 @@ struct Server::Impl {
   void hooks() {
     http.set_payload_max_length(options.max_body_bytes);
     http.set_tcp_nodelay(true);  // a streamed token goes out now, not after a delayed ACK
+    // An idle keep-alive connection holds its thread (and shutdown) this long.
+    http.set_keep_alive_timeout(1);
     http.new_task_queue = [n = options.http_threads] {
       return new httplib::ThreadPool(static_cast<size_t>(n));
     };
