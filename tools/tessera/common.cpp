@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -114,11 +116,20 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
   placement.gpu_layers = flags.gpu_layers;
   placement.device = flags.device;
   bool shown = false;
+  // A line redrawn in place on a terminal; into a log, one line per 25%.
+  const bool tty = isatty(fileno(stderr)) != 0;
+  int last_quarter = -1;
   auto progress = [&](uint64_t done, uint64_t total) {
     if (ms_since(start) < 1000.0 && !shown) return;
     shown = true;
-    fmt::print(stderr, "\rloading {}: {:3.0f}%", flags.model, total ? 100.0 * done / total : 100.0);
-    if (done == total) fmt::print(stderr, "\n");
+    const double pct = total ? 100.0 * double(done) / double(total) : 100.0;
+    if (tty) {
+      fmt::print(stderr, "\rloading {}: {:3.0f}%", flags.model, pct);
+      if (done == total) fmt::print(stderr, "\n");
+    } else if (const int quarter = static_cast<int>(pct / 25); quarter != last_quarter) {
+      last_quarter = quarter;
+      fmt::print(stderr, "loading {}: {:3.0f}%\n", flags.model, pct);
+    }
   };
   Placement where;
   std::unique_ptr<Model> model = tessera::load_model(*runtime, flags.model, placement, progress, &where);
