@@ -96,7 +96,6 @@ void check_options(const SynthOptions& o) {
          s.name, s.n_embd, s.n_head, s.n_head_kv);
   }
   const DTypeInfo& info = dtype_info(o.type);
-  const int64_t head = s.n_embd / s.n_head;
   for (int64_t row : {s.n_embd, s.n_ff}) {
     if (!info.has_quantize || row % info.block_size != 0) {
       fail(ErrorCategory::kInvalidArgument,
@@ -105,7 +104,6 @@ void check_options(const SynthOptions& o) {
            info.name, row, info.block_size);
     }
   }
-  (void)head;
 }
 
 // Copies tokenizer.* from the vocabulary file; pads the token arrays with

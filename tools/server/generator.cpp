@@ -40,6 +40,12 @@ size_t partial_stop_tail(const std::string& s, const std::vector<std::string>& s
   return hold;
 }
 
+size_t common_prefix(const std::vector<TokenId>& a, const std::vector<TokenId>& b) {
+  const auto end = std::min(a.size(), b.size());
+  return static_cast<size_t>(std::mismatch(a.begin(), a.begin() + static_cast<ptrdiff_t>(end), b.begin()).first -
+                             a.begin());
+}
+
 }  // namespace
 
 void Request::push(Event e) {
@@ -181,12 +187,7 @@ void Generator::assign(Slot& slot, std::shared_ptr<Request> r) {
   const std::vector<TokenId>& prompt = r->prompt;
   // The longest cached prefix among all slots (one token is always decoded,
   // for its logits).
-  auto common = [&](const Slot& s) {
-    size_t n = 0;
-    const size_t limit = std::min(s.cached.size(), prompt.size() - 1);
-    while (n < limit && s.cached[n] == prompt[n]) ++n;
-    return n;
-  };
+  auto common = [&](const Slot& s) { return std::min(common_prefix(s.cached, prompt), prompt.size() - 1); };
   size_t keep = r->params.cache_prompt ? common(slot) : 0;
   const Slot* source = &slot;
   if (r->params.cache_prompt) {
@@ -246,8 +247,7 @@ bool Generator::step() {
       const std::vector<TokenId>& prompt = queue_.front()->prompt;
       for (auto& s : slots_) {
         if (s->state != Slot::State::kIdle) continue;
-        size_t n = 0;
-        while (n < s->cached.size() && n < prompt.size() && s->cached[n] == prompt[n]) ++n;
+        const size_t n = common_prefix(s->cached, prompt);
         if (best == nullptr || n > best_n) best = s.get(), best_n = n;
       }
       if (best == nullptr) break;
@@ -354,16 +354,16 @@ void Generator::handle_token(Slot& s, std::span<const float> logits) {
     reason = "stop";
   } else {
     s.text += tokenizer_.token_to_piece(tok, /*render_special=*/false);
-    // A stop string ends the text where it starts (it may span pieces).
-    const std::string all = s.emitted + s.text;
+    // A stop string ends the text where it starts (it may span pieces): look
+    // in the unsent text and the sent bytes a stop string could reach back to.
+    size_t reach = 0;
+    for (const std::string& stop : r.params.stop) reach = std::max(reach, stop.size() - 1);
+    reach = std::min(reach, s.emitted.size());
+    const std::string window = s.emitted.substr(s.emitted.size() - reach) + s.text;
     size_t cut = std::string::npos;
-    for (const std::string& stop : r.params.stop) {
-      const size_t from = s.emitted.size() >= stop.size() ? s.emitted.size() - stop.size() + 1 : 0;
-      const size_t at = all.find(stop, from);
-      if (at != std::string::npos) cut = std::min(cut, at);
-    }
+    for (const std::string& stop : r.params.stop) cut = std::min(cut, window.find(stop));
     if (cut != std::string::npos) {
-      s.text = all.substr(s.emitted.size(), cut - std::min(cut, s.emitted.size()));
+      s.text = window.substr(reach, cut - std::min(cut, reach));
       reason = "stop";
     } else if (r.params.max_tokens >= 0 && s.n_gen >= r.params.max_tokens) {
       reason = "length";

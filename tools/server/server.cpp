@@ -90,6 +90,22 @@ struct Server::Impl {
     if (!ready.load()) throw HttpError(503, "the model is loading");
   }
 
+  // `v` as token ids of this vocabulary; errors name `field`.
+  std::vector<TokenId> token_ids(const json& v, const char* field) const {
+    if (!v.is_array()) bad_request("'{}' must be an array of token ids", field);
+    std::vector<TokenId> ids;
+    ids.reserve(v.size());
+    for (const json& t : v) {
+      if (!t.is_number_integer()) bad_request("'{}' must be an array of token ids", field);
+      const auto id = t.get<int64_t>();
+      if (id < 0 || id >= static_cast<int64_t>(tokenizer->n_vocab())) {
+        bad_request("'{}' token {} is outside the vocabulary [0, {})", field, id, tokenizer->n_vocab());
+      }
+      ids.push_back(static_cast<TokenId>(id));
+    }
+    return ids;
+  }
+
   // The prompt of a completions request: a string, one string in an array,
   // or an array of token ids.
   std::vector<TokenId> completion_prompt(const json& body) const {
@@ -98,18 +114,7 @@ struct Server::Impl {
     const json* p = &*it;
     if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
     if (p->is_string()) return tokenizer->tokenize(p->get<std::string>(), true, true);
-    if (p->is_array() && !p->empty()) {
-      std::vector<TokenId> ids;
-      for (const json& v : *p) {
-        if (!v.is_number_integer()) bad_request("'prompt' must be a string or an array of token ids");
-        const auto id = v.get<int64_t>();
-        if (id < 0 || id >= static_cast<int64_t>(tokenizer->n_vocab())) {
-          bad_request("'prompt' token {} is outside the vocabulary [0, {})", id, tokenizer->n_vocab());
-        }
-        ids.push_back(static_cast<TokenId>(id));
-      }
-      return ids;
-    }
+    if (p->is_array() && !p->empty()) return token_ids(*p, "prompt");
     bad_request("'prompt' must be a non-empty string or array of token ids");
   }
 
@@ -359,15 +364,7 @@ struct Server::Impl {
           return;
         }
         if (!v.is_array() || v.empty()) bad_request("'input' must be a string, token ids, or an array of them");
-        std::vector<TokenId> ids;
-        for (const json& t : v) {
-          if (!t.is_number_integer() || t.get<int64_t>() < 0 ||
-              t.get<int64_t>() >= static_cast<int64_t>(tokenizer->n_vocab())) {
-            bad_request("'input' token ids must be integers in [0, {})", tokenizer->n_vocab());
-          }
-          ids.push_back(static_cast<TokenId>(t.get<int64_t>()));
-        }
-        inputs.push_back(std::move(ids));
+        inputs.push_back(token_ids(v, "input"));
       };
       if (in->is_array() && !in->empty() && ((*in)[0].is_string() || (*in)[0].is_array())) {
         if (in->size() > 256) bad_request("'input' holds {} items, at most 256", in->size());
@@ -427,17 +424,8 @@ struct Server::Impl {
       require_ready();
       const json body = parse_body(req);
       const auto t = body.find("tokens");
-      if (t == body.end() || !t->is_array()) bad_request("'tokens' must be an array of ids");
-      std::vector<TokenId> ids;
-      for (const json& v : *t) {
-        if (!v.is_number_integer()) bad_request("'tokens' must be an array of ids");
-        const auto id = v.get<int64_t>();
-        if (id < 0 || id >= static_cast<int64_t>(tokenizer->n_vocab())) {
-          bad_request("token {} is outside the vocabulary [0, {})", id, tokenizer->n_vocab());
-        }
-        ids.push_back(static_cast<TokenId>(id));
-      }
-      send_json(res, {{"content", tokenizer->detokenize(ids)}});
+      if (t == body.end()) bad_request("'tokens' must be an array of token ids");
+      send_json(res, {{"content", tokenizer->detokenize(token_ids(*t, "tokens"))}});
     }));
     http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
       require_ready();

@@ -31,7 +31,8 @@ void cpu_relax() {
 }
 
 // Waits until ready() holds; `word` changes whenever it may have become true,
-// and is what a sleeper waits on (`seen`: its value when ready() was false).
+// and is what a sleeper waits on. Its value is read before ready() is asked,
+// so a change between the two wakes the sleeper at once.
 template <class T, class Ready>
 void wait_for(const std::atomic<T>& word, const Ready& ready) {
   const Clock::time_point start = Clock::now();
@@ -166,24 +167,12 @@ void ThreadPool::worker_loop(Worker& self) {
     // A new job shows as a new generation (seen while spinning) or as a
     // bump of this worker's wake word (which a sleeper waits on).
     uint32_t gen = seen;
-    const Clock::time_point start = Clock::now();
-    for (int i = 0;; ++i) {
-      const uint32_t woken = self.wake.load(std::memory_order_acquire);
-      if (quit_.load(std::memory_order_acquire)) return;
+    wait_for(self.wake, [&] {
+      if (quit_.load(std::memory_order_acquire)) return true;
       gen = generation_of(state_.load(std::memory_order_acquire));
-      if (gen != seen) break;
-      if ((i & 63) != 63) {
-        cpu_relax();
-        continue;
-      }
-      const auto waited = Clock::now() - start;
-      if (waited < kSpinFor) continue;
-      if (waited < kSpinFor + kYieldFor) {
-        std::this_thread::yield();
-        continue;
-      }
-      self.wake.wait(woken, std::memory_order_acquire);
-    }
+      return gen != seen;
+    });
+    if (quit_.load(std::memory_order_acquire)) return;
     seen = gen;
     take_slots(gen);
   }
