@@ -67,6 +67,13 @@ class Device {
   virtual std::unique_ptr<Event> make_event();
 };
 
+// Extension any backend may offer through proc_address: why it has no
+// devices (no driver, no GPU), or "" when it has some.
+using NoDevicesReasonFn = const char* (*)(Backend& backend);
+inline constexpr const char* kNoDevicesReasonProc = "no_devices_reason";
+// The backend's reason, or "" when it offers none.
+std::string no_devices_reason(Backend& backend);
+
 // The batch from which offload_op says yes: TESSERA_OFFLOAD_MIN_BATCH, else 32.
 int64_t offload_min_batch();
 

@@ -5,11 +5,17 @@
 #if TESSERA_HAVE_BLAS
 #include "backends/blas/blas_backend.h"
 #endif
+#if TESSERA_HAVE_CUDA
+#include "backends/cuda/cuda_backend.h"
+#endif
 
 namespace tessera {
 
 std::unique_ptr<Runtime> make_runtime(bool load_modules) {
   auto runtime = std::make_unique<Runtime>();
+#if TESSERA_HAVE_CUDA
+  runtime->add_backend(std::make_unique<cuda::CudaBackend>());
+#endif
 #if TESSERA_HAVE_BLAS
   runtime->add_backend(std::make_unique<blas::BlasBackend>());
 #endif

@@ -17,6 +17,13 @@ std::string_view device_type_name(DeviceType type) {
   return "?";
 }
 
+std::string no_devices_reason(Backend& backend) {
+  void* fn = backend.proc_address(kNoDevicesReasonProc);
+  if (fn == nullptr) return {};
+  const char* why = reinterpret_cast<NoDevicesReasonFn>(fn)(backend);
+  return why != nullptr ? why : "";
+}
+
 int64_t offload_min_batch() {
   if (const char* env = std::getenv("TESSERA_OFFLOAD_MIN_BATCH")) {
     char* end = nullptr;

@@ -4,3 +4,11 @@ tessera_add_test(cpu_kernels_test LABELS unit
           backends/mul_mat_test.cpp backends/attn_kernel_test.cpp
           backends/row_kernels_test.cpp backends/set_rows_test.cpp backends/thread_pool_test.cpp
   LIBS tessera_backends)
+
+# The CUDA backend: layout and no-GPU behaviour everywhere; pools, buffers,
+# copies and generation on a GPU (skipped without one).
+if(TESSERA_HAVE_CUDA)
+  tessera_add_test(cuda_test LABELS unit cuda
+    SOURCES backends/cuda_test.cpp
+    LIBS tessera_backends tessera_engine)
+endif()

@@ -261,10 +261,18 @@ class CaseRun {
     return {};
   }
 
-  // Places, uploads, computes on `d` (at tier `isa` for CPU0) and reads back.
-  // Returns the problems found besides the values: sentinels, changed inputs.
+  // Places every tensor in `d`'s buffers (weights in its weights buffer
+  // type), so that supports_op sees where they live (a device may read a
+  // repacked weight but not the same type in plain memory).
+  void prepare(Device& d) {
+    if (arenas_.empty()) place(d);
+  }
+
+  // Places (unless prepared), uploads, computes on `d` (at tier `isa` for
+  // CPU0) and reads back. Returns the problems found besides the values:
+  // sentinels, changed inputs.
   std::vector<std::string> run(Device& d, std::optional<cpu::Isa> isa) {
-    place(d);
+    prepare(d);
     for (const Leaf& l : leaves_) l.t->buffer->set_tensor(*l.t, l.bytes.data());
     for (Tensor* n : g_.nodes()) {
       if (n->view_src == nullptr) {
@@ -491,6 +499,51 @@ Tensor* strided_input(CaseGraph& c, DType type, std::array<int64_t, kMaxDims> ne
   return ops::view(c.g(), t, {ne[0], ne[1], ne[2], ne[3]}, {t->nb[1], t->nb[2], t->nb[3]}, 0);
 }
 
+// The CUDA backend's op set (backends/cuda/ops/ops.cpp): float types in any
+// strides; Q4_0 / Q8_0 only as weights in its split buffer, for MUL_MAT and
+// GET_ROWS; attention with float K/V of head size <= 256.
+bool cuda_claims(const Tensor& node) {
+  const auto is_float = [](const Tensor* t) {
+    return t->type == DType::kF32 || t->type == DType::kF16 || t->type == DType::kBF16;
+  };
+  const auto split_weight = [](const Tensor* t) {
+    return (t->type == DType::kQ4_0 || t->type == DType::kQ8_0) && t->view_src == nullptr &&
+           t->buffer != nullptr && t->buffer->type().name().ends_with("_Split");
+  };
+  const Tensor* a = node.src[0];
+  switch (node.op) {
+    case Op::kMulMat:
+      return is_float(a) || split_weight(a);
+    case Op::kGetRows:
+      return is_float(a) || split_weight(a);
+    case Op::kSetRows:
+      return is_float(&node);
+    case Op::kCpy:
+    case Op::kDup:
+    case Op::kCont:
+      return (is_float(a) && is_float(&node)) || (a->type == DType::kI32 && node.type == DType::kI32);
+    case Op::kFlashAttnExt:
+      return is_float(node.src[1]) && is_float(node.src[2]) && node.src[0]->ne[0] <= 256 &&
+             node.src[2]->ne[0] <= 256;
+    case Op::kAdd:
+    case Op::kSub:
+    case Op::kMul:
+    case Op::kDiv:
+    case Op::kScale:
+    case Op::kClamp:
+    case Op::kUnary:
+    case Op::kSwiglu:
+    case Op::kGeglu:
+    case Op::kRmsNorm:
+    case Op::kNorm:
+    case Op::kSoftMax:
+    case Op::kRope:
+      return is_float(a);
+    default:
+      return false;
+  }
+}
+
 // What each backend claims to run. A target must run some of the cases it
 // claims in each test (refusing them all fails), and must not run a case it
 // does not claim (the claim is then out of date).
@@ -500,6 +553,7 @@ bool claims(const Target& target, const Tensor& node) {
     return node.op == Op::kMulMat &&
            (node.src[0]->type == DType::kF32 || node.src[0]->type == DType::kF16);
   }
+  if (target.device.starts_with("CUDA")) return cuda_claims(node);
   ADD_FAILURE() << "the conformance harness has no claims for " << target.device;
   return false;
 }
@@ -513,6 +567,7 @@ void run_cases(const Target& target, const std::vector<Case>& cases, const Naive
     SCOPED_TRACE(fmt::format("case {} on {}, seed {} (TESSERA_TEST_SEED={} replays it)", c.name,
                              target.name(), seed, seed));
     CaseRun actual(c, seed);
+    actual.prepare(dev);
     const bool claim = claims(target, actual.node());
     claimed += claim ? 1 : 0;
     const std::string why = actual.unsupported(dev);
@@ -534,6 +589,7 @@ void run_cases(const Target& target, const std::vector<Case>& cases, const Naive
       if (expected.size() == actual.output().size()) round_to_type(actual.node(), expected);
     } else {
       CaseRun ref(c, seed);
+      ref.prepare(cpu0());
       const std::string ref_why = ref.unsupported(cpu0());
       if (!ref_why.empty()) {
         ADD_FAILURE() << "the CPU ref tier must support every case; it refuses " << ref_why;

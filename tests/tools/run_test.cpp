@@ -95,9 +95,15 @@ TEST(RunTest, CacheTypesAndDevicesAreCheckedByName) {
       << r.err;
   r = run_command(tessera("run " + model() + " -p hi -ctk f32 -ctv bf16 -n 4 --temp 0"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  r = run_command(tessera("run " + model() + " -p hi --device CUDA0"));
+  // Naming a GPU that is not there: says whether CUDA is built and why it has no device.
+  r = run_command(tessera("run " + model() + " -p hi --device CUDA7"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("no CUDA backend"), std::string::npos) << r.err;
+#if TESSERA_HAVE_CUDA
+  EXPECT_NE(r.err.find("[--device CUDA7] the CUDA backend has"), std::string::npos) << r.err;
+#else
+  EXPECT_NE(r.err.find("no CUDA backend; configure with -DTESSERA_CUDA=ON"), std::string::npos)
+      << r.err;
+#endif
 }
 
 TEST(RunTest, CtrlCStopsAndStillPrintsTimings) {

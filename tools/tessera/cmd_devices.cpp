@@ -48,7 +48,9 @@ json runtime_json(const Runtime& rt) {
       }
       devices.push_back(std::move(dev));
     }
-    backends.push_back({{"name", std::string(b->name())}, {"devices", std::move(devices)}});
+    json backend = {{"name", std::string(b->name())}, {"devices", std::move(devices)}};
+    if (const std::string why = no_devices_reason(*b); !why.empty()) backend["no_devices"] = why;
+    backends.push_back(std::move(backend));
   }
   json modules = json::array();
   for (const ModuleReport& m : rt.modules()) {
@@ -61,7 +63,8 @@ std::string gib(size_t bytes) { return fmt::format("{:.1f} GiB", bytes / (1024.0
 
 void print_text(const Runtime& rt) {
   for (const auto& b : rt.backends()) {
-    fmt::print("backend {}\n", b->name());
+    const std::string why = b->device_count() == 0 ? no_devices_reason(*b) : "";
+    fmt::print("backend {}{}\n", b->name(), why.empty() ? "" : fmt::format("  (no devices: {})", why));
     for (size_t i = 0; i < b->device_count(); ++i) {
       Device& d = b->device(i);
       const MemoryInfo mem = d.memory();

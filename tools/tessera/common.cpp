@@ -105,9 +105,17 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
     std::string upper = flags.device;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     if (upper.starts_with("CUDA")) {
-      fail(ErrorCategory::kUnsupported,
-           "[--device {}] this build has no CUDA backend (planned); devices here: {}",
-           flags.device, device_names(*runtime));
+      Backend* cuda = runtime->find_backend("CUDA");
+      if (cuda == nullptr) {
+        fail(ErrorCategory::kUnsupported,
+             "[--device {}] this build has no CUDA backend; configure with -DTESSERA_CUDA=ON "
+             "(nvcc on PATH); devices here: {}",
+             flags.device, device_names(*runtime));
+      }
+      const std::string why = no_devices_reason(*cuda);
+      fail(ErrorCategory::kUnsupported, "[--device {}] the CUDA backend has {} device(s){}; devices here: {}",
+           flags.device, cuda->device_count(), why.empty() ? "" : fmt::format(" ({})", why),
+           device_names(*runtime));
     }
     fail(ErrorCategory::kInvalidArgument, "[--device {}] no such device; devices here: {}",
          flags.device, device_names(*runtime));

@@ -1,0 +1,84 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+
+#include "backends/cuda/common.h"
+#include "backends/cuda/ops/ops.h"
+#include "backends/cuda/stream.h"
+#include "tessera/error.h"
+
+namespace tessera::cuda {
+namespace {
+
+bool pinned_wanted() {
+  const char* v = std::getenv("TESSERA_CUDA_NO_PINNED");
+  return v == nullptr || *v == '\0' || std::string_view(v) == "0";
+}
+
+}  // namespace
+
+CudaDevice::CudaDevice(CudaBackend& backend, int index)
+    : backend_(backend),
+      index_(index),
+      name_(fmt::format("CUDA{}", index)),
+      pinned_(pinned_wanted()),
+      buffer_type_(*this, name_, /*split=*/false),
+      weights_type_(*this, name_ + "_Split", /*split=*/true),
+      host_type_(*this, name_ + "_Host") {
+  cudaDeviceProp prop{};
+  TESSERA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index), index);
+  description_ = prop.name;
+  sm_count_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
+  total_ = prop.totalGlobalMem;
+}
+
+MemoryInfo CudaDevice::memory() const {
+  DeviceScope scope(index_);
+  size_t free = 0, total = 0;
+  TESSERA_CUDA_CHECK(cudaMemGetInfo(&free, &total), index_);
+  return {free, total};
+}
+
+DeviceCaps CudaDevice::caps() const {
+  return {.async = true, .host_buffer = pinned_, .buffer_from_host_ptr = false, .events = true};
+}
+
+Backend& CudaDevice::backend() const { return backend_; }
+
+std::unique_ptr<Stream> CudaDevice::make_stream() { return std::make_unique<CudaStream>(*this); }
+
+bool CudaDevice::supports_op(const Tensor& node) const { return cuda::supports(node); }
+
+bool CudaDevice::supports_buffer_type(const BufferType& type) const {
+  const auto* t = dynamic_cast<const CudaBufferType*>(&type);
+  return t != nullptr && &t->device() == this;
+}
+
+std::unique_ptr<Event> CudaDevice::make_event() { return std::make_unique<CudaEvent>(*this); }
+
+void* CudaBackend::proc_address(std::string_view name) {
+  if (name == kNoDevicesReasonProc) {
+    static constexpr NoDevicesReasonFn fn = [](Backend& b) {
+      return dynamic_cast<CudaBackend&>(b).absent_reason().c_str();
+    };
+    return reinterpret_cast<void*>(fn);
+  }
+  return nullptr;
+}
+
+CudaBackend::CudaBackend() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    // No driver, or no GPU: the backend is there with no devices.
+    absent_reason_ = fmt::format("no usable CUDA driver or GPU: {}", cudaGetErrorString(err));
+    cudaGetLastError();
+    return;
+  }
+  if (count == 0) absent_reason_ = "no CUDA GPU found";
+  for (int i = 0; i < count; ++i) devices_.push_back(std::make_unique<CudaDevice>(*this, i));
+}
+
+}  // namespace tessera::cuda

@@ -1,0 +1,75 @@
+// The CUDA backend: one device per GPU ("CUDA0", ...), each with device and
+// pinned-host buffer types, streams that own a scratch pool (virtual memory
+// by default, best-fit with TESSERA_CUDA_POOL=bestfit) and a cuBLAS handle,
+// events, and CUDA graphs for plans replayed token after token. A machine
+// without a GPU (or driver) has a CUDA backend with zero devices.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/buffers.h"
+#include "tessera/device.h"
+#include "tessera/stream.h"
+
+namespace tessera::cuda {
+
+class CudaBackend;
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(CudaBackend& backend, int index);
+
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  DeviceType type() const override { return DeviceType::kGpu; }
+  MemoryInfo memory() const override;
+  DeviceCaps caps() const override;
+  Backend& backend() const override;
+
+  std::unique_ptr<Stream> make_stream() override;
+  BufferType& buffer_type() override { return buffer_type_; }
+  BufferType& weights_buffer_type() override { return weights_type_; }
+  BufferType* host_buffer_type() override { return pinned_ ? &host_type_ : nullptr; }
+
+  bool supports_op(const Tensor& node) const override;
+  bool supports_buffer_type(const BufferType& type) const override;
+  std::unique_ptr<Event> make_event() override;
+
+  int index() const { return index_; }
+  int sm_count() const { return sm_count_; }
+  size_t total_memory() const { return total_; }
+
+ private:
+  CudaBackend& backend_;
+  int index_;
+  std::string name_;
+  std::string description_;
+  int sm_count_ = 1;
+  size_t total_ = 0;
+  bool pinned_ = true;
+  CudaBufferType buffer_type_;
+  CudaBufferType weights_type_;
+  CudaHostBufferType host_type_;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend();
+  std::string_view name() const override { return "CUDA"; }
+  size_t device_count() const override { return devices_.size(); }
+  // Why there are no devices ("" when there are): no driver, no GPU, ...
+  const std::string& absent_reason() const { return absent_reason_; }
+  // kNoDevicesReasonProc (tessera/device.h).
+  void* proc_address(std::string_view name) override;
+
+ protected:
+  Device& device_at(size_t i) override { return *devices_[i]; }
+
+ private:
+  std::vector<std::unique_ptr<CudaDevice>> devices_;
+  std::string absent_reason_;
+};
+
+}  // namespace tessera::cuda

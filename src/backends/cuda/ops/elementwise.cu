@@ -1,0 +1,121 @@
+// Elementwise kernels over 4-D arrays of any strides: one thread per output
+// element in a grid-stride loop.
+#include "backends/cuda/ops/device.cuh"
+
+namespace tessera::cuda::k {
+namespace {
+
+constexpr int kBlock = 256;
+
+#define TESSERA_GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
+
+__global__ void binary_kernel(Binary op, Arr a, Arr b, Arr d) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    const float va = load(at(a, x.i0, x.i1, x.i2, x.i3), a.type);
+    const float vb = load(at(b, x.i0 % b.ne[0], x.i1 % b.ne[1], x.i2 % b.ne[2], x.i3 % b.ne[3]), b.type);
+    float r;
+    switch (op) {
+      case Binary::kAdd: r = va + vb; break;
+      case Binary::kSub: r = va - vb; break;
+      case Binary::kMul: r = va * vb; break;
+      default: r = va / vb; break;
+    }
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type, r);
+  }
+}
+
+__global__ void scale_kernel(Arr a, Arr d, float mul, float add) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type,
+          load(at(a, x.i0, x.i1, x.i2, x.i3), a.type) * mul + add);
+  }
+}
+
+__device__ float gelu(float x) {  // the tanh approximation, as ggml's GELU
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+}
+
+__device__ float apply(Unary op, float param, float x) {
+  switch (op) {
+    case Unary::kGelu: return gelu(x);
+    case Unary::kGeluQuick: return x / (1.0f + expf(-1.702f * x));
+    case Unary::kSilu: return x / (1.0f + expf(-x));
+    case Unary::kRelu: return fmaxf(x, 0.0f);
+    case Unary::kLeakyRelu: return x > 0.0f ? x : param * x;
+    case Unary::kHardSigmoid: return fminf(1.0f, fmaxf(0.0f, (x + 3.0f) / 6.0f));
+    case Unary::kHardSwish: return x * fminf(1.0f, fmaxf(0.0f, (x + 3.0f) / 6.0f));
+    default: return tanhf(x);
+  }
+}
+
+__global__ void unary_kernel(Unary op, float param, Arr a, Arr d) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type,
+          apply(op, param, load(at(a, x.i0, x.i1, x.i2, x.i3), a.type)));
+  }
+}
+
+__global__ void clamp_kernel(Arr a, Arr d, float lo, float hi) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type,
+          fminf(fmaxf(load(at(a, x.i0, x.i1, x.i2, x.i3), a.type), lo), hi));
+  }
+}
+
+__global__ void glu_kernel(Glu op, Arr gate, Arr up, Arr d) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    const float g = load(at(gate, x.i0, x.i1, x.i2, x.i3), gate.type);
+    const float u = load(at(up, x.i0, x.i1, x.i2, x.i3), up.type);
+    const float act = op == Glu::kSwiglu ? g / (1.0f + expf(-g)) : gelu(g);
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type, act * u);
+  }
+}
+
+__global__ void copy_kernel(Arr a, Arr d) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index xs = unflatten(i, a.ne);
+    const Index xd = unflatten(i, d.ne);
+    const char* src = at(a, xs.i0, xs.i1, xs.i2, xs.i3);
+    char* dst = at(d, xd.i0, xd.i1, xd.i2, xd.i3);
+    if (a.type == kI32) {
+      *reinterpret_cast<int32_t*>(dst) = *reinterpret_cast<const int32_t*>(src);
+    } else {
+      store(dst, d.type, load(src, a.type));
+    }
+  }
+}
+
+}  // namespace
+
+void binary(cudaStream_t s, Binary op, const Arr& a, const Arr& b, const Arr& d) {
+  binary_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(op, a, b, d);
+}
+
+void scale(cudaStream_t s, const Arr& a, const Arr& d, float mul, float add) {
+  scale_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, d, mul, add);
+}
+
+void unary(cudaStream_t s, Unary op, float param, const Arr& a, const Arr& d) {
+  unary_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(op, param, a, d);
+}
+
+void clamp(cudaStream_t s, const Arr& a, const Arr& d, float lo, float hi) {
+  clamp_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, d, lo, hi);
+}
+
+void glu(cudaStream_t s, Glu op, const Arr& gate, const Arr& up, const Arr& d) {
+  glu_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(op, gate, up, d);
+}
+
+void copy(cudaStream_t s, const Arr& a, const Arr& d) {
+  copy_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, d);
+}
+
+}  // namespace tessera::cuda::k

@@ -1,0 +1,107 @@
+// The kernels' host-side entry points (defined in the .cu files next to
+// this header), called by ops.cpp. Arguments are plain descriptors, so the
+// .cu files need no tessera headers beyond this one.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+// Callable from both sides where a .cu file includes this header.
+#ifdef __CUDACC__
+#define TESSERA_HOST_DEVICE __host__ __device__
+#else
+#define TESSERA_HOST_DEVICE
+#endif
+
+namespace tessera::cuda::k {
+
+// Element types, by their GGUF numbers (tessera::DType).
+enum Type : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kI32 = 26, kI64 = 27, kBF16 = 30 };
+
+// A tensor as the kernels see it: element 0's address, shape, byte strides.
+struct Arr {
+  void* data = nullptr;
+  uint32_t type = kF32;
+  int64_t ne[4] = {1, 1, 1, 1};
+  int64_t nb[4] = {0, 0, 0, 0};
+  TESSERA_HOST_DEVICE int64_t n() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
+};
+
+// Split Q4_0 / Q8_0 weights (backends/cuda/repack.h): quants then scales.
+struct SplitQ {
+  const void* quants = nullptr;
+  const void* scales = nullptr;  // f16, one per block
+  uint32_t type = kQ4_0;
+  int64_t k = 0;     // elements per row (a multiple of 32)
+  int64_t rows = 0;  // rows in the tensor (all matrices)
+};
+
+enum class Binary : int { kAdd, kSub, kMul, kDiv };
+// ggml's unary ops, numbered as tessera::UnaryOp.
+enum class Unary : int { kGelu, kGeluQuick, kSilu, kRelu, kLeakyRelu, kHardSigmoid, kHardSwish, kTanh };
+enum class Glu : int { kSwiglu, kGeglu };
+
+// ---- elementwise.cu ---------------------------------------------------------------------
+// d = a op b, b broadcast over a's shape (d's shape); f32.
+void binary(cudaStream_t s, Binary op, const Arr& a, const Arr& b, const Arr& d);
+void scale(cudaStream_t s, const Arr& a, const Arr& d, float mul, float add);
+void unary(cudaStream_t s, Unary op, float param, const Arr& a, const Arr& d);
+void clamp(cudaStream_t s, const Arr& a, const Arr& d, float lo, float hi);
+void glu(cudaStream_t s, Glu op, const Arr& gate, const Arr& up, const Arr& d);
+// Element i of a (row-major over a's shape) into element i of d, converting
+// between f32, f16 and bf16 (or copying i32 as it is).
+void copy(cudaStream_t s, const Arr& a, const Arr& d);
+
+// ---- rows.cu ----------------------------------------------------------------------------
+// d[:, i1, i2, i3] = a[:, ids[i1, i2, i3], i2, i3] as f32 (a f32/f16/bf16).
+void get_rows(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d);
+void get_rows_split(cudaStream_t s, const SplitQ& a, const Arr& ids, const Arr& d);
+// Rows of values (f32) into the rows of dst that ids (i32/i64, broadcast) name.
+void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst);
+// The split weights as f16, row-major [rows, k], into `out`.
+void dequantize_split(cudaStream_t s, const SplitQ& a, void* out);
+
+// ---- norm.cu ----------------------------------------------------------------------------
+void rms_norm(cudaStream_t s, const Arr& a, const Arr& d, float eps);
+void norm(cudaStream_t s, const Arr& a, const Arr& d, float eps);
+// softmax(a * scale + slope(i2) * mask) per row; mask nullable (data null).
+struct Alibi {
+  float max_bias = 0.0f, m0 = 1.0f, m1 = 1.0f;
+  int n2 = 1;  // the largest power of two <= the head count
+};
+void soft_max(cudaStream_t s, const Arr& a, const Arr& mask, const Arr& d, float scale,
+              const Alibi& alibi);
+
+// ---- rope.cu ----------------------------------------------------------------------------
+struct Rope {
+  int n_dims = 0;
+  bool neox = false;
+  float freq_base = 10000.0f, freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
+  float yarn_low = 0.0f, yarn_high = 0.0f;  // YaRN's ramp, from the host
+};
+// pos i32 [ne2 of a]; freq factors f32 (data null when absent).
+void rope(cudaStream_t s, const Arr& a, const Arr& pos, const Arr& factors, const Arr& d,
+          const Rope& p);
+
+// ---- mul_mat.cu -------------------------------------------------------------------------
+// y[c * y_stride + r] = sum_k w[r, k] x[c * x_stride + k] for rows r < w.rows
+// and columns c < n_cols (1..8); x, y f32.
+inline constexpr int kMaxMmvColumns = 8;
+void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t x_stride,
+                       float* y, int64_t y_stride, int n_cols);
+
+// ---- flash_attn.cu ----------------------------------------------------------------------
+struct Attention {
+  float scale = 1.0f, softcap = 0.0f;
+  Alibi alibi;
+};
+inline constexpr int kMaxHeadDim = 256;
+// Result of the blocks that each took a share of the keys, combined; `partial`
+// scratch of attention_scratch_floats(...) floats when splits > 1.
+int attention_splits(const Arr& q, const Arr& k, int sm_count);
+int64_t attention_scratch_floats(const Arr& q, const Arr& v, int splits);
+void flash_attn(cudaStream_t s, const Arr& q, const Arr& k, const Arr& v, const Arr& mask,
+                const Arr& d, const Attention& p, int splits, float* partial);
+
+}  // namespace tessera::cuda::k

@@ -1,0 +1,93 @@
+// Row movement: GET_ROWS (plain and split-quantized sources), SET_ROWS, and
+// split weights dequantized to f16 for cuBLAS.
+#include "backends/cuda/ops/device.cuh"
+
+namespace tessera::cuda::k {
+namespace {
+
+constexpr int kBlock = 256;
+constexpr int kQK = 32;  // elements per Q4_0 / Q8_0 block
+
+#define TESSERA_GRID_LOOP(i, n) \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); i += int64_t{gridDim.x} * blockDim.x)
+
+// Element j of block b of split weights, as a float.
+__device__ __forceinline__ float split_value(const SplitQ& w, int64_t b, int j) {
+  const float d = __half2float(static_cast<const __half*>(w.scales)[b]);
+  const auto* q = static_cast<const uint8_t*>(w.quants);
+  if (w.type == kQ4_0) {
+    const uint8_t byte = q[b * 16 + (j % 16)];
+    const int nibble = j < 16 ? (byte & 0x0f) : (byte >> 4);
+    return static_cast<float>(nibble - 8) * d;
+  }
+  return static_cast<float>(static_cast<int8_t>(q[b * kQK + j])) * d;
+}
+
+__device__ __forceinline__ int64_t load_id(const Arr& ids, int64_t i0, int64_t i1, int64_t i2) {
+  const char* p = at(ids, i0, i1, i2, 0);
+  return ids.type == kI64 ? *reinterpret_cast<const int64_t*>(p)
+                          : *reinterpret_cast<const int32_t*>(p);
+}
+
+__global__ void get_rows_kernel(Arr a, Arr ids, Arr d) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    const int64_t row = load_id(ids, x.i1, x.i2, x.i3);
+    // Ids outside the source read as zero rows; the CPU throws for them.
+    const bool ok = row >= 0 && row < a.ne[1];
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type,
+          ok ? load(at(a, x.i0, row, x.i2, x.i3), a.type) : 0.0f);
+  }
+}
+
+// a is contiguous [k, ne1, ne2, ne3] in the split layout; ne1 given separately.
+__global__ void get_rows_split_kernel(SplitQ a, int64_t ne1, int64_t ne2, Arr ids, Arr d) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    const int64_t row = load_id(ids, x.i1, x.i2, x.i3);
+    float v = 0.0f;
+    if (row >= 0 && row < ne1) {
+      const int64_t flat_row = row + ne1 * (x.i2 + ne2 * x.i3);
+      v = split_value(a, flat_row * (a.k / kQK) + x.i0 / kQK, static_cast<int>(x.i0 % kQK));
+    }
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type, v);
+  }
+}
+
+__global__ void set_rows_kernel(Arr values, Arr ids, Arr dst) {
+  TESSERA_GRID_LOOP(i, values.n()) {
+    const Index x = unflatten(i, values.ne);
+    const int64_t row = load_id(ids, x.i1, x.i2 % ids.ne[1], x.i3 % ids.ne[2]);
+    if (row < 0 || row >= dst.ne[1]) continue;  // the CPU throws; nothing is written here
+    store(at(dst, x.i0, row, x.i2, x.i3), dst.type, load(at(values, x.i0, x.i1, x.i2, x.i3), values.type));
+  }
+}
+
+__global__ void dequantize_split_kernel(SplitQ a, __half* out) {
+  TESSERA_GRID_LOOP(i, a.rows * a.k) {
+    out[i] = __float2half_rn(split_value(a, i / kQK, static_cast<int>(i % kQK)));
+  }
+}
+
+}  // namespace
+
+void get_rows(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d) {
+  get_rows_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ids, d);
+}
+
+void get_rows_split(cudaStream_t s, const SplitQ& a, const Arr& ids, const Arr& d) {
+  const int64_t ne2 = ids.ne[1];
+  const int64_t ne1 = a.rows / (ne2 * ids.ne[2]);
+  get_rows_split_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ne1, ne2, ids, d);
+}
+
+void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst) {
+  set_rows_kernel<<<grid_for(values.n(), kBlock), kBlock, 0, s>>>(values, ids, dst);
+}
+
+void dequantize_split(cudaStream_t s, const SplitQ& a, void* out) {
+  dequantize_split_kernel<<<grid_for(a.rows * a.k, kBlock), kBlock, 0, s>>>(
+      a, static_cast<__half*>(out));
+}
+
+}  // namespace tessera::cuda::k

@@ -1,0 +1,243 @@
+// The CUDA backend. On every machine: the split weight layout (host code),
+// and a backend that reports zero devices, with a reason, where there is no
+// GPU. With a GPU (CUDA0): the pools on real device memory, split weights
+// read back exactly through any range, asynchronous copies with events, and
+// greedy generation equal to the CPU's with every layer on the GPU. The
+// conformance suite (conformance_test) runs every op on CUDA0 as well.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/repack.h"
+#include "backends/cuda/stream.h"
+#include "backends/cuda/vmm.h"
+#include "models/model_test_util.h"
+#include "tessera/engine.h"
+#include "tessera/error.h"
+#include "tessera/graph.h"
+#include "tessera/placement.h"
+#include "tessera/pool.h"
+#include "tessera/runtime.h"
+
+namespace tessera {
+namespace {
+
+std::vector<uint8_t> random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (uint8_t& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// ---- the split layout (host code, every machine) -------------------------------------------
+
+TEST(CudaSplitLayout, QuantsThenScalesBlockByBlock) {
+  for (DType type : {DType::kQ4_0, DType::kQ8_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    const cuda::BlockSplit s = cuda::block_split(type, 7);
+    EXPECT_EQ(s.block_bytes, dtype_info(type).block_bytes);
+    EXPECT_EQ(s.quant_bytes, s.block_bytes - 2);
+    EXPECT_EQ(s.total_bytes(), 7 * s.block_bytes);
+    const std::vector<uint8_t> gguf = random_bytes(s.total_bytes(), 1);
+    std::vector<uint8_t> split(s.total_bytes());
+    cuda::split_blocks(s, gguf.data(), 0, 7, split.data());
+    for (size_t b = 0; b < 7; ++b) {
+      const uint8_t* block = gguf.data() + b * s.block_bytes;
+      EXPECT_EQ(0, std::memcmp(split.data() + s.scales_offset() + 2 * b, block, 2)) << b;
+      EXPECT_EQ(0, std::memcmp(split.data() + b * s.quant_bytes, block + 2, s.quant_bytes)) << b;
+    }
+    std::vector<uint8_t> back(s.total_bytes());
+    cuda::join_blocks(s, split.data(), 0, 7, back.data());
+    EXPECT_EQ(back, gguf);
+  }
+}
+
+TEST(CudaSplitLayout, BlockRangesLandInPlace) {
+  const cuda::BlockSplit s = cuda::block_split(DType::kQ4_0, 10);
+  const std::vector<uint8_t> gguf = random_bytes(s.total_bytes(), 2);
+  std::vector<uint8_t> split(s.total_bytes(), 0);
+  // Written in three ranges, out of order.
+  cuda::split_blocks(s, gguf.data() + 6 * s.block_bytes, 6, 4, split.data());
+  cuda::split_blocks(s, gguf.data(), 0, 1, split.data());
+  cuda::split_blocks(s, gguf.data() + s.block_bytes, 1, 5, split.data());
+  std::vector<uint8_t> whole(s.total_bytes());
+  cuda::split_blocks(s, gguf.data(), 0, 10, whole.data());
+  EXPECT_EQ(split, whole);
+  std::vector<uint8_t> some(3 * s.block_bytes);
+  cuda::join_blocks(s, split.data(), 4, 3, some.data());
+  EXPECT_EQ(0, std::memcmp(some.data(), gguf.data() + 4 * s.block_bytes, some.size()));
+  EXPECT_THROW(cuda::split_blocks(s, gguf.data(), 8, 3, split.data()), Error);
+}
+
+// ---- the backend without a GPU -----------------------------------------------------------------
+
+TEST(CudaBackendTest, ListsItsDevicesOrSaysWhyItHasNone) {
+  auto rt = make_runtime(false);
+  Backend* cuda = rt->find_backend("CUDA");
+  ASSERT_NE(cuda, nullptr) << "built with CUDA but make_runtime has no CUDA backend";
+  const std::string why = no_devices_reason(*cuda);
+  if (cuda->device_count() == 0) {
+    EXPECT_FALSE(why.empty());
+    EXPECT_THROW(cuda->device(0), Error);
+    ASSERT_NE(rt->find_device("CPU0"), nullptr);  // the runtime carries on
+    return;
+  }
+  EXPECT_TRUE(why.empty()) << why;
+  for (size_t i = 0; i < cuda->device_count(); ++i) {
+    Device& d = cuda->device(i);
+    EXPECT_EQ(d.name(), fmt::format("CUDA{}", i));
+    EXPECT_EQ(d.type(), DeviceType::kGpu);
+    EXPECT_FALSE(d.description().empty());
+    const MemoryInfo m = d.memory();
+    EXPECT_GT(m.total, 0u);
+    EXPECT_LE(m.free, m.total);
+    EXPECT_TRUE(d.caps().async && d.caps().events);
+    EXPECT_EQ(d.buffer_type().alignment(), 128u);
+    EXPECT_TRUE(d.supports_buffer_type(d.buffer_type()));
+    EXPECT_TRUE(d.supports_buffer_type(d.weights_buffer_type()));
+    EXPECT_FALSE(d.supports_buffer_type(rt->device("CPU0").buffer_type()));
+  }
+}
+
+// ---- with a GPU --------------------------------------------------------------------------------
+
+class CudaGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    Backend* b = rt_->find_backend("CUDA");
+    if (b == nullptr || b->device_count() == 0) GTEST_SKIP() << "no CUDA GPU here";
+    gpu_ = dynamic_cast<cuda::CudaDevice*>(&b->device(0));
+  }
+  std::unique_ptr<Runtime> rt_ = make_runtime(false);
+  cuda::CudaDevice* gpu_ = nullptr;
+};
+
+TEST_F(CudaGpuTest, VirtualPoolMapsChunksOfTheGranularityLifo) {
+  auto vm = cuda::CudaVirtualMemory::create(gpu_->index(), "CUDA0 test pool");
+  if (vm == nullptr) GTEST_SKIP() << "no virtual memory management on this GPU";
+  const size_t g = vm->granularity();
+  ASSERT_GT(g, 0u);
+  VirtualPool pool(*vm, 4 * g);
+  PoolBlock a = pool.alloc(1000);
+  EXPECT_EQ(pool.reserved_bytes(), g);
+  PoolBlock b = pool.alloc(g + 1);  // grows by whole chunks
+  EXPECT_EQ(pool.reserved_bytes(), 2 * g);  // 1024 + g + 128 bytes in use
+  // The mapped memory is usable: write and read back across the chunk border.
+  std::vector<uint8_t> pattern = random_bytes(b.size, 3), back(b.size);
+  ASSERT_EQ(cudaMemcpy(b.ptr, pattern.data(), b.size, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(back.data(), b.ptr, b.size, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(back, pattern);
+  EXPECT_THROW(pool.free(a), Error);  // not the top
+  pool.free(b);
+  pool.free(a);
+  EXPECT_EQ(pool.used_bytes(), 0u);
+  try {
+    (void)pool.alloc(5 * g);
+    ADD_FAILURE() << "a request past the limit was granted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kOutOfMemory) << e.what();
+  }
+}
+
+TEST_F(CudaGpuTest, BestFitPoolReusesDeviceBlocks) {
+  cuda::CudaRawMemory raw(gpu_->index(), "CUDA0 test pool");
+  BestFitPool pool(raw);
+  PoolBlock a = pool.alloc(4096);
+  void* first = a.ptr;
+  pool.free(a);
+  PoolBlock again = pool.alloc(3000);
+  EXPECT_EQ(again.ptr, first);
+  EXPECT_EQ(pool.reserved_bytes(), 4096u);
+  pool.free(again);
+}
+
+TEST_F(CudaGpuTest, SplitWeightsReadBackExactlyThroughAnyRange) {
+  for (DType type : {DType::kQ4_0, DType::kQ8_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    Graph g;
+    Tensor* w = g.new_tensor(type, {96, 5}, "w");
+    BufferType& bt = gpu_->weights_buffer_type();
+    EXPECT_GT(bt.alloc_size(*w), w->n_bytes());  // row padding to 512 elements
+    auto buf = bt.allocate(bt.alloc_size(*w));
+    buf->place(*w, 0);
+    ASSERT_TRUE(cuda::is_split(*w));
+    std::vector<uint8_t> bytes = random_bytes(w->n_bytes(), 4);
+    buf->set_tensor(*w, bytes.data());
+    std::vector<uint8_t> back(w->n_bytes());
+    buf->get_tensor(*w, back.data());
+    EXPECT_EQ(back, bytes);
+    // An unaligned range: starts and ends inside blocks.
+    const std::vector<uint8_t> patch = random_bytes(50, 5);
+    buf->set_tensor(*w, patch.data(), 7, patch.size());
+    std::copy(patch.begin(), patch.end(), bytes.begin() + 7);
+    buf->get_tensor(*w, back.data());
+    EXPECT_EQ(back, bytes);
+    std::vector<uint8_t> part(33);
+    buf->get_tensor(*w, part.data(), 19, part.size());
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), bytes.begin() + 19));
+    buf->clear(0xab);
+    buf->get_tensor(*w, back.data());
+    EXPECT_TRUE(std::all_of(back.begin(), back.end(), [](uint8_t b) { return b == 0xab; }));
+  }
+}
+
+TEST_F(CudaGpuTest, AsyncCopiesFromPinnedMemoryWithEvents) {
+  Graph g;
+  Tensor* t = g.new_tensor(DType::kF32, {1000, 3}, "t");
+  Tensor* h = g.new_tensor(DType::kF32, {1000, 3}, "h");
+  auto dev = gpu_->buffer_type().allocate(t->n_bytes());
+  dev->place(*t, 0);
+  ASSERT_NE(gpu_->host_buffer_type(), nullptr);
+  auto host = gpu_->host_buffer_type()->allocate(h->n_bytes());
+  host->place(*h, 0);
+  ASSERT_TRUE(host->is_host());
+  std::vector<float> values(3000);
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : values) v = dist(rng);
+  std::memcpy(h->data, values.data(), h->n_bytes());
+  auto stream = gpu_->make_stream();
+  ASSERT_TRUE(stream->copy_tensor_async(*h, *t));
+  auto event = gpu_->make_event();
+  stream->record(*event);
+  event->synchronize();
+  std::vector<float> back(3000);
+  stream->get_tensor_async(*t, back.data(), 0, t->n_bytes());
+  stream->synchronize();
+  EXPECT_EQ(back, values);
+}
+
+// Greedy tokens of the whole model on CUDA0 equal the CPU's (stories260K).
+std::vector<int32_t> greedy(const Model& model, int n) {
+  Session s(model, {.n_ctx = 128});
+  std::vector<int32_t> tokens = {1, 403, 407, 261, 378, 432};
+  std::span<const float> logits = s.decode(tokens);
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) {
+    const auto t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(t);
+    logits = s.decode(std::span(&t, 1));
+  }
+  return out;
+}
+
+TEST_F(CudaGpuTest, GreedyGenerationEqualsTheCpus) {
+  const std::string path = testing::stories();
+  std::vector<int32_t> cpu;
+  {
+    auto rt = make_runtime(false);
+    cpu = greedy(*load_model(*rt, path, {.gpu_layers = 0}), 40);
+  }
+  Placement where;
+  auto model = load_model(*rt_, path, {.gpu_layers = -1, .device = "CUDA0"}, {}, &where);
+  EXPECT_EQ(&model->output_device(), gpu_) << where.message;
+  EXPECT_EQ(greedy(*model, 40), cpu);
+}
+
+}  // namespace
+}  // namespace tessera
