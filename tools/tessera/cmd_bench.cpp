@@ -165,13 +165,24 @@ Roof roof_of(const Test& t, const Model& model, const ModelInfo& info, const Cei
   return r;
 }
 
-// The ceilings of the CPU device at `threads` (none when the backend cannot
-// measure them or some layers sit on a GPU: its ceilings are not probed yet).
+// The ceilings of the device the model's layers run on: the GPU's when it
+// holds every layer and the output layer, else the CPU's at `threads`.
+// None when that backend cannot measure them, or when the model is split
+// (no single ceiling bounds it).
 std::optional<Ceilings> ceilings(Runtime& runtime, const Model& model, int threads) {
-  Backend* cpu = runtime.find_backend("CPU");
+  Device* gpu = nullptr;
   for (Device* d : model.devices()) {
-    if (d->type() == DeviceType::kGpu) return std::nullopt;
+    if (d->type() == DeviceType::kGpu) gpu = d;
   }
+  if (gpu != nullptr) {
+    const bool whole = &model.output_device() == gpu &&
+                       std::all_of(model.layers().begin(), model.layers().end(),
+                                   [&](const auto& l) { return l.device == gpu; });
+    auto* fn = reinterpret_cast<MeasureCeilingsFn>(gpu->backend().proc_address(kMeasureCeilingsProc));
+    if (!whole || fn == nullptr) return std::nullopt;
+    return fn(*gpu, threads);
+  }
+  Backend* cpu = runtime.find_backend("CPU");
   auto* fn = cpu ? reinterpret_cast<MeasureCeilingsFn>(cpu->proc_address(kMeasureCeilingsProc))
                  : nullptr;
   if (fn == nullptr) return std::nullopt;

@@ -65,6 +65,12 @@ void* CudaBackend::proc_address(std::string_view name) {
     };
     return reinterpret_cast<void*>(fn);
   }
+  if (name == kMeasureCeilingsProc) {
+    static constexpr MeasureCeilingsFn fn = [](Device& d, int /*threads*/) {
+      return measure_gpu_ceilings(dynamic_cast<CudaDevice&>(d));
+    };
+    return reinterpret_cast<void*>(fn);
+  }
   return nullptr;
 }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backends/cuda/buffers.h"
+#include "tessera/ceilings.h"
 #include "tessera/device.h"
 #include "tessera/stream.h"
 
@@ -61,7 +62,9 @@ class CudaBackend final : public Backend {
   size_t device_count() const override { return devices_.size(); }
   // Why there are no devices ("" when there are): no driver, no GPU, ...
   const std::string& absent_reason() const { return absent_reason_; }
-  // kNoDevicesReasonProc (tessera/device.h).
+  // kNoDevicesReasonProc (tessera/device.h) and kMeasureCeilingsProc
+  // (tessera/ceilings.h: copy bandwidth as read_gbs, the f16 GEMM rate as
+  // fma_gflops and int8_gops).
   void* proc_address(std::string_view name) override;
 
  protected:
@@ -71,5 +74,8 @@ class CudaBackend final : public Backend {
   std::vector<std::unique_ptr<CudaDevice>> devices_;
   std::string absent_reason_;
 };
+
+// Copy bandwidth and f16 GEMM rate of `device`, measured now (ceilings.cpp).
+Ceilings measure_gpu_ceilings(CudaDevice& device);
 
 }  // namespace tessera::cuda
