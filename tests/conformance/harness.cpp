@@ -500,22 +500,20 @@ Tensor* strided_input(CaseGraph& c, DType type, std::array<int64_t, kMaxDims> ne
 }
 
 // The CUDA backend's op set (backends/cuda/ops/ops.cpp): float types in any
-// strides; Q4_0 / Q8_0 only as weights in its split buffer, for MUL_MAT and
+// strides; Q4_0 / Q8_0 (split weights or GGUF blocks) for MUL_MAT and
 // GET_ROWS; attention with float K/V of head size <= 256.
 bool cuda_claims(const Tensor& node) {
   const auto is_float = [](const Tensor* t) {
     return t->type == DType::kF32 || t->type == DType::kF16 || t->type == DType::kBF16;
   };
-  const auto split_weight = [](const Tensor* t) {
-    return (t->type == DType::kQ4_0 || t->type == DType::kQ8_0) && t->view_src == nullptr &&
-           t->buffer != nullptr && t->buffer->type().name().ends_with("_Split");
+  const auto q4_q8 = [](const Tensor* t) {
+    return t->type == DType::kQ4_0 || t->type == DType::kQ8_0;
   };
   const Tensor* a = node.src[0];
   switch (node.op) {
     case Op::kMulMat:
-      return is_float(a) || split_weight(a);
     case Op::kGetRows:
-      return is_float(a) || split_weight(a);
+      return is_float(a) || q4_q8(a);
     case Op::kSetRows:
       return is_float(&node);
     case Op::kCpy:

@@ -38,7 +38,7 @@ class CudaGraph final : public StreamGraph {
 
 bool decode_step(std::span<Tensor* const> nodes) {
   for (const Tensor* n : nodes) {
-    if (n->op == Op::kMulMat && n->src[1]->n_rows() > k::kMaxMmvColumns) return false;
+    if (n->op == Op::kMulMat && n->src[1]->n_rows() > k::kMaxMmvColumns) return false;  // prefill
   }
   return true;
 }

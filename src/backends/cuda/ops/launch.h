@@ -61,6 +61,10 @@ void get_rows_split(cudaStream_t s, const SplitQ& a, const Arr& ids, const Arr& 
 void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst);
 // The split weights as f16, row-major [rows, k], into `out`.
 void dequantize_split(cudaStream_t s, const SplitQ& a, void* out);
+// Q4_0 / Q8_0 in GGUF blocks (rows of whole blocks at a's strides, any
+// batch dims): GET_ROWS, and every row as f16, row-major, into `out`.
+void get_rows_blocks(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d);
+void dequantize_blocks(cudaStream_t s, const Arr& a, void* out);
 
 // ---- norm.cu ----------------------------------------------------------------------------
 void rms_norm(cudaStream_t s, const Arr& a, const Arr& d, float eps);

@@ -33,6 +33,17 @@ bool aligned_strides(const Tensor& t) {
 
 bool plain_float(const Tensor& t) { return is_float(t.type) && aligned_strides(t); }
 
+// Q4_0 / Q8_0 in plain GGUF blocks (not split): whole blocks along dim 0,
+// rows at even byte strides (each block's f16 scale 2-byte aligned).
+bool plain_blocks(const Tensor& t) {
+  if (!(t.type == DType::kQ4_0 || t.type == DType::kQ8_0) || is_split(t) || is_view_of_split(t)) {
+    return false;
+  }
+  const size_t bb = dtype_info(t.type).block_bytes;
+  return t.nb[0] == bb && t.ne[0] % kQK == 0 && t.nb[1] % 2 == 0 && t.nb[2] % 2 == 0 &&
+         t.nb[3] % 2 == 0 && reinterpret_cast<uintptr_t>(t.data) % 2 == 0;
+}
+
 k::Arr arr(const Tensor& t) {
   k::Arr a;
   a.data = t.data;
@@ -95,7 +106,7 @@ bool supports_get_rows(const Tensor& node) {
                      node.ne[3] == ids.ne[2] && ids.ne[1] == a.ne[2] && ids.ne[2] == a.ne[3] &&
                      aligned_strides(ids);
   if (!shape || !plain_float(node)) return false;
-  return plain_float(a) || is_split(a);
+  return plain_float(a) || is_split(a) || plain_blocks(a);
 }
 
 bool supports_set_rows(const Tensor& node) {
@@ -178,7 +189,7 @@ bool supports_mul_mat(const Tensor& node) {
       !fits_cublas(node) || !fits_cublas(x)) {
     return false;
   }
-  if (is_split(w)) return w.ne[2] == 1 && w.ne[3] == 1;
+  if (is_split(w) || plain_blocks(w)) return true;
   // cuBLAS reads w as a column-major k x m matrix: contiguous rows, no overlap.
   return plain_float(w) && w.nb[0] == elem_size(w.type) && w.nb[1] >= w.nb[0] * static_cast<size_t>(w.ne[0]) &&
          fits_cublas(w);
@@ -236,14 +247,15 @@ void mul_mat(const OpContext& ctx, const Tensor& node) {
   if (is_split(w)) {
     const k::SplitQ q = split_of(w);
     const int64_t cols = x.n_rows();
-    const bool x_plain = x.type == DType::kF32 && x.is_contiguous() &&
-                         reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
-    if (cols <= k::kMaxMmvColumns && x_plain) {
-      k::mul_mat_vec_split(ctx.stream, q, static_cast<const float*>(x.data), x.ne[0],
-                           static_cast<float*>(node.data), node.ne[0], static_cast<int>(cols));
-      return;
-    }
-    if (cols <= k::kMaxMmvColumns) {
+    if (cols <= k::kMaxMmvColumns && w.ne[2] == 1 && w.ne[3] == 1) {
+      // Decode: the weights read once for every column.
+      const bool x_plain = x.type == DType::kF32 && x.is_contiguous() &&
+                           reinterpret_cast<uintptr_t>(x.data) % 16 == 0;
+      if (x_plain) {
+        k::mul_mat_vec_split(ctx.stream, q, static_cast<const float*>(x.data), x.ne[0],
+                             static_cast<float*>(node.data), node.ne[0], static_cast<int>(cols));
+        return;
+      }
       Scratch xs(*ctx.pool, static_cast<size_t>(x.n_elements()) * sizeof(float));
       const k::Arr xc = staged(ctx, x, DType::kF32, xs);
       k::mul_mat_vec_split(ctx.stream, q, static_cast<const float*>(xc.data), x.ne[0],
@@ -255,7 +267,19 @@ void mul_mat(const OpContext& ctx, const Tensor& node) {
     const k::Arr xh = staged(ctx, x, DType::kF16, xs);
     Scratch ws(*ctx.pool, static_cast<size_t>(w.n_elements()) * 2);
     k::dequantize_split(ctx.stream, q, ws.get());
-    gemm(ctx, node, ws.get(), DType::kF16, w.ne[0], 0, 0, 1, 1, xh);
+    const int64_t matrix = w.ne[0] * w.ne[1] * 2;
+    gemm(ctx, node, ws.get(), DType::kF16, w.ne[0], matrix, matrix * w.ne[2], w.ne[2], w.ne[3], xh);
+    return;
+  }
+  if (plain_blocks(w)) {
+    // Weights in GGUF blocks (an op offloaded from host memory, or a
+    // quantized intermediate): every matrix dequantized to f16, then cuBLAS.
+    Scratch xs(*ctx.pool, static_cast<size_t>(x.n_elements()) * 2);
+    const k::Arr xh = staged(ctx, x, DType::kF16, xs);
+    Scratch ws(*ctx.pool, static_cast<size_t>(w.n_elements()) * 2);
+    k::dequantize_blocks(ctx.stream, arr(w), ws.get());
+    const int64_t matrix = w.ne[0] * w.ne[1] * 2;
+    gemm(ctx, node, ws.get(), DType::kF16, w.ne[0], matrix, matrix * w.ne[2], w.ne[2], w.ne[3], xh);
     return;
   }
   const int64_t w_ld = static_cast<int64_t>(w.nb[1] / elem_size(w.type));
@@ -371,7 +395,8 @@ bool supports(const Tensor& node) {
 
 bool needs_cublas(const Tensor& node) {
   if (node.op != Op::kMulMat) return false;
-  return !is_split(*node.src[0]) || node.src[1]->n_rows() > k::kMaxMmvColumns;
+  const Tensor& w = *node.src[0];
+  return !is_split(w) || node.src[1]->n_rows() > k::kMaxMmvColumns || w.ne[2] * w.ne[3] > 1;
 }
 
 void compute(const OpContext& ctx, const Tensor& node) {
@@ -381,6 +406,8 @@ void compute(const OpContext& ctx, const Tensor& node) {
     case Op::kGetRows:
       if (is_split(*a)) {
         k::get_rows_split(s, split_of(*a), arr(*node.src[1]), arr(node));
+      } else if (plain_blocks(*a)) {
+        k::get_rows_blocks(s, arr(*a), arr(*node.src[1]), arr(node));
       } else {
         k::get_rows(s, arr(*a), arr(*node.src[1]), arr(node));
       }

@@ -23,6 +23,18 @@ __device__ __forceinline__ float split_value(const SplitQ& w, int64_t b, int j) 
   return static_cast<float>(static_cast<int8_t>(q[b * kQK + j])) * d;
 }
 
+// Element j of the GGUF block at `block` (Q4_0: f16 d, 16 nibble bytes; Q8_0:
+// f16 d, 32 int8), as a float.
+__device__ __forceinline__ float block_value(const char* block, uint32_t type, int j) {
+  const float d = __half2float(*reinterpret_cast<const __half*>(block));
+  const auto* q = reinterpret_cast<const uint8_t*>(block + 2);
+  if (type == kQ4_0) {
+    const uint8_t byte = q[j % 16];
+    return static_cast<float>((j < 16 ? (byte & 0x0f) : (byte >> 4)) - 8) * d;
+  }
+  return static_cast<float>(static_cast<int8_t>(q[j])) * d;
+}
+
 __device__ __forceinline__ int64_t load_id(const Arr& ids, int64_t i0, int64_t i1, int64_t i2) {
   const char* p = at(ids, i0, i1, i2, 0);
   return ids.type == kI64 ? *reinterpret_cast<const int64_t*>(p)
@@ -63,6 +75,27 @@ __global__ void set_rows_kernel(Arr values, Arr ids, Arr dst) {
   }
 }
 
+__global__ void get_rows_blocks_kernel(Arr a, Arr ids, Arr d) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    const int64_t row = load_id(ids, x.i1, x.i2, x.i3);
+    float v = 0.0f;
+    if (row >= 0 && row < a.ne[1]) {
+      v = block_value(at(a, x.i0 / kQK, row, x.i2, x.i3), a.type, static_cast<int>(x.i0 % kQK));
+    }
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type, v);
+  }
+}
+
+// Every element of a (quantized rows at a's strides) as f16, row-major.
+__global__ void dequantize_blocks_kernel(Arr a, __half* out) {
+  TESSERA_GRID_LOOP(i, a.n()) {
+    const Index x = unflatten(i, a.ne);
+    out[i] = __float2half_rn(block_value(at(a, x.i0 / kQK, x.i1, x.i2, x.i3), a.type,
+                                         static_cast<int>(x.i0 % kQK)));
+  }
+}
+
 __global__ void dequantize_split_kernel(SplitQ a, __half* out) {
   TESSERA_GRID_LOOP(i, a.rows * a.k) {
     out[i] = __float2half_rn(split_value(a, i / kQK, static_cast<int>(i % kQK)));
@@ -88,6 +121,14 @@ void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst)
 void dequantize_split(cudaStream_t s, const SplitQ& a, void* out) {
   dequantize_split_kernel<<<grid_for(a.rows * a.k, kBlock), kBlock, 0, s>>>(
       a, static_cast<__half*>(out));
+}
+
+void get_rows_blocks(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d) {
+  get_rows_blocks_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ids, d);
+}
+
+void dequantize_blocks(cudaStream_t s, const Arr& a, void* out) {
+  dequantize_blocks_kernel<<<grid_for(a.n(), kBlock), kBlock, 0, s>>>(a, static_cast<__half*>(out));
 }
 
 }  // namespace tessera::cuda::k
