@@ -17,10 +17,10 @@ namespace {
 
 class CudaBuffer final : public Buffer {
  public:
-  CudaBuffer(CudaBufferType& type, int device, void* base, size_t size)
-      : Buffer(type, base, size), device_(device), split_(type.splits()) {}
+  CudaBuffer(CudaBufferType& type, CudaDevice& device, void* base, size_t size)
+      : Buffer(type, base, size), dev_(device), device_(device.index()), split_(type.splits()) {}
   ~CudaBuffer() override {
-    DeviceScope scope(device_);
+    DeviceScope scope(device_, std::nothrow);
     cudaFree(base());
   }
 
@@ -28,43 +28,34 @@ class CudaBuffer final : public Buffer {
   bool splits() const { return split_; }
 
   bool copy_tensor(const Tensor& src, Tensor& dst) override {
-    if (is_split(dst) || src.buffer == nullptr) return false;
+    if (is_split(dst) || is_view_of_split(dst) || src.buffer == nullptr) return false;
     const size_t n = src.n_bytes();
-    DeviceScope scope(device_);
     if (src.buffer->is_host()) {
-      TESSERA_CUDA_CHECK(cudaMemcpy(dst.data, src.data, n, cudaMemcpyHostToDevice), device_);
+      dev_.copy(dst.data, src.data, n, cudaMemcpyHostToDevice);
       return true;
     }
     const int from = cuda_device_of(src);
     if (from < 0 || is_split(src) || is_view_of_split(src)) return false;
-    TESSERA_CUDA_CHECK(cudaMemcpyPeer(dst.data, device_, src.data, from, n), device_);
+    dev_.copy_from_peer(dst.data, src.data, from, n);
     return true;
   }
 
-  void clear(uint8_t value) override {
-    DeviceScope scope(device_);
-    TESSERA_CUDA_CHECK(cudaMemset(base(), value, size()), device_);
-  }
+  void clear(uint8_t value) override { dev_.fill(base(), value, size()); }
 
  protected:
   void init_tensor(Tensor& t) override {
     // Quantized tensors' row padding (alloc_size) starts zeroed.
     if (t.view_src != nullptr) return;
     const size_t padded = type().alloc_size(t), n = t.n_bytes();
-    if (padded <= n) return;
-    DeviceScope scope(device_);
-    TESSERA_CUDA_CHECK(cudaMemset(static_cast<uint8_t*>(t.data) + n, 0, padded - n), device_);
+    if (padded > n) dev_.fill(static_cast<uint8_t*>(t.data) + n, 0, padded - n);
   }
 
   void write(Tensor& t, const void* src, size_t offset, size_t size) override {
-    DeviceScope scope(device_);
     if (split_ && is_view_of_split(t)) {
       fail(ErrorCategory::kUnsupported, "[{}] {} is a view of split weights: read or write the weights themselves", type().name(), t.describe());
     }
     if (!split_ || !is_split(t)) {
-      TESSERA_CUDA_CHECK(
-          cudaMemcpy(static_cast<uint8_t*>(t.data) + offset, src, size, cudaMemcpyHostToDevice),
-          device_);
+      dev_.copy(static_cast<uint8_t*>(t.data) + offset, src, size, cudaMemcpyHostToDevice);
       return;
     }
     const BlockSplit s = block_split(t.type, t.n_bytes() / dtype_info(t.type).block_bytes);
@@ -81,14 +72,11 @@ class CudaBuffer final : public Buffer {
   }
 
   void read(const Tensor& t, void* dst, size_t offset, size_t size) const override {
-    DeviceScope scope(device_);
     if (split_ && is_view_of_split(t)) {
       fail(ErrorCategory::kUnsupported, "[{}] {} is a view of split weights: read or write the weights themselves", type().name(), t.describe());
     }
     if (!split_ || !is_split(t)) {
-      TESSERA_CUDA_CHECK(cudaMemcpy(dst, static_cast<const uint8_t*>(t.data) + offset, size,
-                                    cudaMemcpyDeviceToHost),
-                         device_);
+      dev_.copy(dst, static_cast<const uint8_t*>(t.data) + offset, size, cudaMemcpyDeviceToHost);
       return;
     }
     const BlockSplit s = block_split(t.type, t.n_bytes() / dtype_info(t.type).block_bytes);
@@ -105,27 +93,22 @@ class CudaBuffer final : public Buffer {
     std::vector<uint8_t> quants(n * s.quant_bytes), scales(n * 2);
     split_range(s, blocks, n, quants.data(), scales.data());
     auto* base = static_cast<uint8_t*>(t.data);
-    TESSERA_CUDA_CHECK(cudaMemcpy(base + first * s.quant_bytes, quants.data(), quants.size(),
-                                  cudaMemcpyHostToDevice),
-                       device_);
-    TESSERA_CUDA_CHECK(cudaMemcpy(base + s.scales_offset() + 2 * first, scales.data(),
-                                  scales.size(), cudaMemcpyHostToDevice),
-                       device_);
+    dev_.copy(base + first * s.quant_bytes, quants.data(), quants.size(), cudaMemcpyHostToDevice);
+    dev_.copy(base + s.scales_offset() + 2 * first, scales.data(), scales.size(),
+              cudaMemcpyHostToDevice);
   }
 
   void read_blocks(const Tensor& t, const BlockSplit& s, size_t first, size_t n,
                    uint8_t* blocks) const {
     std::vector<uint8_t> quants(n * s.quant_bytes), scales(n * 2);
     const auto* base = static_cast<const uint8_t*>(t.data);
-    TESSERA_CUDA_CHECK(cudaMemcpy(quants.data(), base + first * s.quant_bytes, quants.size(),
-                                  cudaMemcpyDeviceToHost),
-                       device_);
-    TESSERA_CUDA_CHECK(cudaMemcpy(scales.data(), base + s.scales_offset() + 2 * first,
-                                  scales.size(), cudaMemcpyDeviceToHost),
-                       device_);
+    dev_.copy(quants.data(), base + first * s.quant_bytes, quants.size(), cudaMemcpyDeviceToHost);
+    dev_.copy(scales.data(), base + s.scales_offset() + 2 * first, scales.size(),
+              cudaMemcpyDeviceToHost);
     join_range(s, quants.data(), scales.data(), n, blocks);
   }
 
+  CudaDevice& dev_;
   int device_;
   bool split_;
 };
@@ -133,7 +116,7 @@ class CudaBuffer final : public Buffer {
 class CudaHostBuffer final : public Buffer {
  public:
   CudaHostBuffer(BufferType& type, void* base, size_t size) : Buffer(type, base, size) {}
-  ~CudaHostBuffer() override { cudaFreeHost(base()); }
+  ~CudaHostBuffer() override { cudaFreeHost(base()); }  // no device needed: never throws
 
   bool copy_tensor(const Tensor& src, Tensor& dst) override {
     if (src.buffer == nullptr || !src.buffer->is_host()) return false;
@@ -181,7 +164,7 @@ std::unique_ptr<Buffer> CudaBufferType::allocate(size_t bytes) {
     fail(ErrorCategory::kOutOfMemory, "[{}] allocation of {} bytes failed ({}), {} bytes free",
          device_.name(), bytes, cudaGetErrorString(err), device_free_bytes(dev));
   }
-  return std::make_unique<CudaBuffer>(*this, dev, p, bytes);
+  return std::make_unique<CudaBuffer>(*this, device_, p, bytes);
 }
 
 // ---- CudaHostBufferType ----------------------------------------------------------------------

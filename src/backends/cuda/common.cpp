@@ -14,7 +14,17 @@ DeviceScope::DeviceScope(int device) {
   if (previous_ != device) TESSERA_CUDA_CHECK(cudaSetDevice(device), device);
 }
 
+DeviceScope::DeviceScope(int device, std::nothrow_t) {
+  if (cudaGetDevice(&previous_) != cudaSuccess) {
+    cudaGetLastError();
+    previous_ = -1;
+    return;
+  }
+  if (previous_ != device && cudaSetDevice(device) != cudaSuccess) cudaGetLastError();
+}
+
 DeviceScope::~DeviceScope() {
+  if (previous_ < 0) return;
   int now = -1;
   if (cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
 }

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <new>
 #include <string_view>
 
 #include "tessera/error.h"
@@ -20,6 +21,9 @@ void check(cudaError_t err, int device, std::string_view what);
 class DeviceScope {
  public:
   explicit DeviceScope(int device);
+  // For destructors: errors (a runtime that is unloading, a dead context)
+  // are ignored instead of thrown.
+  DeviceScope(int device, std::nothrow_t);
   ~DeviceScope();
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;

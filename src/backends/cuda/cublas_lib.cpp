@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <string>
 
 #include "tessera/error.h"
 
@@ -26,11 +27,19 @@ void bind(void* lib, const char* name, F& fn) {
 Cublas load() {
   // Never closed: handles created from it live until the process ends.
   void* lib = dlopen(kCublasLibrary, RTLD_NOW | RTLD_LOCAL);
+  std::string first_error = lib == nullptr ? dlerror() : "";
+#ifdef TESSERA_CUBLAS_DIR
+  // Where the toolkit this was built with keeps it, when the loader's path lacks it.
+  if (lib == nullptr) {
+    lib = dlopen((std::string(TESSERA_CUBLAS_DIR) + "/" + kCublasLibrary).c_str(),
+                 RTLD_NOW | RTLD_LOCAL);
+  }
+#endif
   if (lib == nullptr) {
     fail(ErrorCategory::kUnsupported,
          "[cuBLAS] cannot open {} ({}); install the CUDA toolkit's cuBLAS or add its folder to "
          "LD_LIBRARY_PATH",
-         kCublasLibrary, dlerror());
+         kCublasLibrary, first_error);
   }
   Cublas c;
   bind(lib, "cublasCreate_v2", c.create);

@@ -34,6 +34,44 @@ CudaDevice::CudaDevice(CudaBackend& backend, int index)
   total_ = prop.totalGlobalMem;
 }
 
+CudaDevice::~CudaDevice() {
+  if (transfer_ != nullptr) {
+    DeviceScope scope(index_, std::nothrow);
+    cudaStreamDestroy(transfer_);
+  }
+}
+
+cudaStream_t CudaDevice::transfer_stream() {
+  if (transfer_ == nullptr) {
+    TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&transfer_, cudaStreamNonBlocking), index_);
+  }
+  return transfer_;
+}
+
+void CudaDevice::copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  DeviceScope scope(index_);
+  std::lock_guard lock(transfer_mutex_);
+  const cudaStream_t t = transfer_stream();
+  TESSERA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, t), index_);
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(t), index_);
+}
+
+void CudaDevice::copy_from_peer(void* dst, const void* src, int src_device, size_t bytes) {
+  DeviceScope scope(index_);
+  std::lock_guard lock(transfer_mutex_);
+  const cudaStream_t t = transfer_stream();
+  TESSERA_CUDA_CHECK(cudaMemcpyPeerAsync(dst, index_, src, src_device, bytes, t), index_);
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(t), index_);
+}
+
+void CudaDevice::fill(void* dst, int value, size_t bytes) {
+  DeviceScope scope(index_);
+  std::lock_guard lock(transfer_mutex_);
+  const cudaStream_t t = transfer_stream();
+  TESSERA_CUDA_CHECK(cudaMemsetAsync(dst, value, bytes, t), index_);
+  TESSERA_CUDA_CHECK(cudaStreamSynchronize(t), index_);
+}
+
 MemoryInfo CudaDevice::memory() const {
   DeviceScope scope(index_);
   size_t free = 0, total = 0;
@@ -84,7 +122,15 @@ CudaBackend::CudaBackend() {
     return;
   }
   if (count == 0) absent_reason_ = "no CUDA GPU found";
-  for (int i = 0; i < count; ++i) devices_.push_back(std::make_unique<CudaDevice>(*this, i));
+  std::string failures;
+  for (int i = 0; i < count; ++i) {
+    try {
+      devices_.push_back(std::make_unique<CudaDevice>(*this, i));
+    } catch (const Error& e) {
+      failures += fmt::format("{}{}", failures.empty() ? "" : "; ", e.what());
+    }
+  }
+  if (devices_.empty() && !failures.empty()) absent_reason_ = failures;
 }
 
 }  // namespace tessera::cuda

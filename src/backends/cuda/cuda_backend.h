@@ -5,12 +5,16 @@
 // without a GPU (or driver) has a CUDA backend with zero devices.
 #pragma once
 
+#include <cuda_runtime_api.h>
+
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/buffers.h"
 #include "tessera/ceilings.h"
+#include "tessera/device.h"
 #include "tessera/device.h"
 #include "tessera/stream.h"
 
@@ -21,6 +25,9 @@ class CudaBackend;
 class CudaDevice final : public Device {
  public:
   CudaDevice(CudaBackend& backend, int index);
+  ~CudaDevice() override;
+  CudaDevice(const CudaDevice&) = delete;
+  CudaDevice& operator=(const CudaDevice&) = delete;
 
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
@@ -42,6 +49,14 @@ class CudaDevice final : public Device {
   int sm_count() const { return sm_count_; }
   size_t total_memory() const { return total_; }
 
+  // Synchronous transfers for buffers (set/get/clear/copy): queued on the
+  // device's own non-blocking stream and waited for. Never the legacy
+  // default stream, whose implicit synchronization would break a CUDA graph
+  // being captured on a compute stream in another thread.
+  void copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind);
+  void copy_from_peer(void* dst, const void* src, int src_device, size_t bytes);
+  void fill(void* dst, int value, size_t bytes);
+
  private:
   CudaBackend& backend_;
   int index_;
@@ -50,6 +65,9 @@ class CudaDevice final : public Device {
   int sm_count_ = 1;
   size_t total_ = 0;
   bool pinned_ = true;
+  cudaStream_t transfer_stream();  // made on first use, under transfer_mutex_
+  cudaStream_t transfer_ = nullptr;
+  std::mutex transfer_mutex_;  // one synchronous transfer at a time
   CudaBufferType buffer_type_;
   CudaBufferType weights_type_;
   CudaHostBufferType host_type_;
@@ -57,6 +75,8 @@ class CudaDevice final : public Device {
 
 class CudaBackend final : public Backend {
  public:
+  // GPUs that fail to start are left out (their reasons joined in
+  // absent_reason when none starts); the runtime carries on without them.
   CudaBackend();
   std::string_view name() const override { return "CUDA"; }
   size_t device_count() const override { return devices_.size(); }

@@ -71,25 +71,32 @@ void CudaEvent::synchronize() {
 CudaStream::CudaStream(CudaDevice& device) : device_(device) {
   const int dev = device_.index();
   DeviceScope scope(dev);
-  // A blocking stream: synchronous copies on the legacy default stream (a
-  // buffer's set_tensor) wait for its work, and its work for them.
-  TESSERA_CUDA_CHECK(cudaStreamCreate(&stream_), dev);
-  const std::string name = fmt::format("{} pool", device_.name());
-  pool_kind_ = pool_kind_from_env();
-  if (pool_kind_ == PoolKind::kVirtual) virtual_ = CudaVirtualMemory::create(dev, name);
-  if (virtual_ != nullptr) {
-    // Default limit: the memory free now (the pool commits only what it uses).
-    const size_t limit = std::max(device_free_bytes(dev), virtual_->granularity());
-    pool_ = std::make_unique<VirtualPool>(*virtual_, limit);
-  } else {
-    pool_kind_ = PoolKind::kBestFit;
-    raw_ = std::make_unique<CudaRawMemory>(dev, name);
-    pool_ = std::make_unique<BestFitPool>(*raw_);
+  // Non-blocking: no implicit synchronization with the legacy default
+  // stream, which another thread's call would otherwise inject into a
+  // graph being captured here (buffers transfer on their device's own
+  // stream instead, CudaDevice::copy).
+  TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), dev);
+  try {
+    const std::string name = fmt::format("{} pool", device_.name());
+    pool_kind_ = pool_kind_from_env();
+    if (pool_kind_ == PoolKind::kVirtual) virtual_ = CudaVirtualMemory::create(dev, name);
+    if (virtual_ != nullptr) {
+      // Default limit: the memory free now (the pool commits only what it uses).
+      const size_t limit = std::max(device_free_bytes(dev), virtual_->granularity());
+      pool_ = std::make_unique<VirtualPool>(*virtual_, limit);
+    } else {
+      pool_kind_ = PoolKind::kBestFit;
+      raw_ = std::make_unique<CudaRawMemory>(dev, name);
+      pool_ = std::make_unique<BestFitPool>(*raw_);
+    }
+  } catch (...) {
+    cudaStreamDestroy(stream_);
+    throw;
   }
 }
 
 CudaStream::~CudaStream() {
-  DeviceScope scope(device_.index());
+  DeviceScope scope(device_.index(), std::nothrow);
   cudaStreamSynchronize(stream_);
   if (cublas_ != nullptr) cublas().destroy(cublas_);
   if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);

@@ -95,7 +95,7 @@ void* CudaRawMemory::allocate(size_t bytes) {
 
 void CudaRawMemory::release(void* ptr, size_t /*bytes*/) {
   if (ptr == nullptr) return;
-  DeviceScope scope(device_);
+  DeviceScope scope(device_, std::nothrow);
   cudaFree(ptr);
 }
 
@@ -149,7 +149,7 @@ void CudaVirtualMemory::commit(void* addr, size_t bytes) {
 
 void CudaVirtualMemory::decommit(void* addr, size_t bytes) {
   // The caller's work on this memory must be done: unmapping does not wait.
-  DeviceScope scope(device_);
+  DeviceScope scope(device_, std::nothrow);
   cudaDeviceSynchronize();
   driver().mem_unmap(reinterpret_cast<CUdeviceptr>(addr), bytes);
 }

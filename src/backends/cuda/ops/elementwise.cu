@@ -60,11 +60,16 @@ __global__ void unary_kernel(Unary op, float param, Arr a, Arr d) {
   }
 }
 
+// As the CPU: NaN passes through, and lo wins when lo > hi.
+__device__ __forceinline__ float clamped(float x, float lo, float hi) {
+  return x < lo ? lo : (x > hi ? hi : x);
+}
+
 __global__ void clamp_kernel(Arr a, Arr d, float lo, float hi) {
   TESSERA_GRID_LOOP(i, d.n()) {
     const Index x = unflatten(i, d.ne);
     store(at(d, x.i0, x.i1, x.i2, x.i3), d.type,
-          fminf(fmaxf(load(at(a, x.i0, x.i1, x.i2, x.i3), a.type), lo), hi));
+          clamped(load(at(a, x.i0, x.i1, x.i2, x.i3), a.type), lo, hi));
   }
 }
 

@@ -82,6 +82,7 @@ struct Rope {
   int n_dims = 0;
   bool neox = false;
   float freq_base = 10000.0f, freq_scale = 1.0f, ext_factor = 0.0f, attn_factor = 1.0f;
+  float theta_scale = 1.0f;  // freq_base^(-2 / n_dims), computed on the host as the CPU does
   float yarn_low = 0.0f, yarn_high = 0.0f;  // YaRN's ramp, from the host
 };
 // pos i32 [ne2 of a]; freq factors f32 (data null when absent).

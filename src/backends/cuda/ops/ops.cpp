@@ -22,13 +22,22 @@ bool is_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DTy
 
 size_t elem_size(DType t) { return dtype_info(t).block_bytes; }
 
-// Element strides are whole elements (no byte-misaligned views).
+// Bytes from the start of t's storage (buffers align it to 128) to element 0.
+size_t offset_in_storage(const Tensor& t) {
+  size_t off = 0;
+  for (const Tensor* v = &t; v->view_src != nullptr; v = v->view_src) off += v->view_offset;
+  return off;
+}
+
+// Element 0 and every stride fall on whole elements: typed loads (and
+// cuBLAS) fault on misaligned addresses, where the CPU copies bytes.
 bool aligned_strides(const Tensor& t) {
   const size_t e = elem_size(t.type);
   for (size_t s : t.nb) {
     if (s % e != 0) return false;
   }
-  return true;
+  const size_t start = t.data != nullptr ? reinterpret_cast<uintptr_t>(t.data) : offset_in_storage(t);
+  return start % e == 0;
 }
 
 bool plain_float(const Tensor& t) { return is_float(t.type) && aligned_strides(t); }
@@ -40,8 +49,9 @@ bool plain_blocks(const Tensor& t) {
     return false;
   }
   const size_t bb = dtype_info(t.type).block_bytes;
+  const size_t start = t.data != nullptr ? reinterpret_cast<uintptr_t>(t.data) : offset_in_storage(t);
   return t.nb[0] == bb && t.ne[0] % kQK == 0 && t.nb[1] % 2 == 0 && t.nb[2] % 2 == 0 &&
-         t.nb[3] % 2 == 0 && reinterpret_cast<uintptr_t>(t.data) % 2 == 0;
+         t.nb[3] % 2 == 0 && start % 2 == 0;
 }
 
 k::Arr arr(const Tensor& t) {
@@ -179,6 +189,23 @@ bool fits_cublas(const Tensor& t) {
   return static_cast<int64_t>(t.nb[1] / elem_size(t.type)) < kCublasMaxDim;
 }
 
+// cuBLAS could be opened (once; a failure is remembered).
+bool have_cublas() {
+  static const bool ok = [] {
+    try {
+      (void)cublas();
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+bool uses_cublas(const Tensor& w, const Tensor& x) {
+  return !is_split(w) || x.n_rows() > k::kMaxMmvColumns || w.ne[2] * w.ne[3] > 1;
+}
+
 bool supports_mul_mat(const Tensor& node) {
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
@@ -189,6 +216,7 @@ bool supports_mul_mat(const Tensor& node) {
       !fits_cublas(node) || !fits_cublas(x)) {
     return false;
   }
+  if (uses_cublas(w, x) && !have_cublas()) return false;
   if (is_split(w) || plain_blocks(w)) return true;
   // cuBLAS reads w as a column-major k x m matrix: contiguous rows, no overlap.
   return plain_float(w) && w.nb[0] == elem_size(w.type) && w.nb[1] >= w.nb[0] * static_cast<size_t>(w.ne[0]) &&
@@ -244,6 +272,10 @@ void gemm(const OpContext& ctx, const Tensor& node, const void* w, DType w_type,
 void mul_mat(const OpContext& ctx, const Tensor& node) {
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
+  if (x.ne[0] == 0) {  // empty sums
+    TESSERA_CUDA_CHECK(cudaMemsetAsync(node.data, 0, node.n_bytes(), ctx.stream), ctx.device);
+    return;
+  }
   if (is_split(w)) {
     const k::SplitQ q = split_of(w);
     const int64_t cols = x.n_rows();
@@ -326,6 +358,7 @@ void rope(const OpContext& ctx, const Tensor& node) {
   p.freq_scale = rp.freq_scale;
   p.ext_factor = rp.ext_factor;
   p.attn_factor = rp.attn_factor;
+  p.theta_scale = std::pow(rp.freq_base, -2.0f / static_cast<float>(rp.n_dims));  // as the CPU
   // YaRN's ramp, as the CPU computes it (backends/cpu/ops/rope.cpp).
   const auto corr_dim = [&](float n_rot) {
     return static_cast<float>(rp.n_dims) *
@@ -341,7 +374,9 @@ void rope(const OpContext& ctx, const Tensor& node) {
 }  // namespace
 
 bool supports(const Tensor& node) {
-  if (node.op == Op::kNone || is_view_op(node.op)) return true;
+  if (node.op == Op::kNone) return true;
+  // A view of split weights has no meaningful address: nothing may read it.
+  if (is_view_op(node.op)) return !is_view_of_split(node);
   // Split weights are read only by MUL_MAT and GET_ROWS, as themselves.
   for (int i = 0; i < kMaxSources; ++i) {
     const Tensor* s = node.src[static_cast<size_t>(i)];
@@ -395,11 +430,11 @@ bool supports(const Tensor& node) {
 
 bool needs_cublas(const Tensor& node) {
   if (node.op != Op::kMulMat) return false;
-  const Tensor& w = *node.src[0];
-  return !is_split(w) || node.src[1]->n_rows() > k::kMaxMmvColumns || w.ne[2] * w.ne[3] > 1;
+  return uses_cublas(*node.src[0], *node.src[1]);
 }
 
 void compute(const OpContext& ctx, const Tensor& node) {
+  if (node.n_elements() == 0) return;
   const Tensor* a = node.src[0];
   const cudaStream_t s = ctx.stream;
   switch (node.op) {

@@ -16,7 +16,7 @@ __global__ void rope_kernel(Arr a, Arr pos, Arr factors, Arr d, Rope p) {
   const int64_t i3 = row / d.ne[2];
   const int half = p.n_dims / 2;
   const float position = static_cast<float>(*reinterpret_cast<const int32_t*>(at(pos, i2, 0, 0, 0)));
-  const float theta_scale = powf(p.freq_base, -2.0f / static_cast<float>(p.n_dims));
+  const float theta_scale = p.theta_scale;
   for (int k = threadIdx.x; k < half; k += blockDim.x) {
     float theta_extrap = position;
     for (int j = 0; j < k; ++j) theta_extrap *= theta_scale;
