@@ -20,6 +20,7 @@
 #include "tessera/engine.h"
 #include "tessera/error.h"
 #include "tessera/graph.h"
+#include "tessera/ops.h"
 #include "tessera/placement.h"
 #include "tessera/pool.h"
 #include "tessera/runtime.h"
@@ -210,6 +211,32 @@ TEST_F(CudaGpuTest, AsyncCopiesFromPinnedMemoryWithEvents) {
   stream->get_tensor_async(*t, back.data(), 0, t->n_bytes());
   stream->synchronize();
   EXPECT_EQ(back, values);
+}
+
+TEST_F(CudaGpuTest, RowIdsOutsideTheTensorAreAnError) {
+  // As on the CPU (an Error naming the op), here reported when the stream syncs.
+  Graph g;
+  Tensor* a = g.new_tensor(DType::kF32, {8, 4}, "a");
+  Tensor* ids = g.new_tensor(DType::kI32, {2}, "ids");
+  Tensor* rows = ops::get_rows(g, a, ids);
+  g.expand(rows);
+  auto buf = gpu_->buffer_type().allocate(4096);
+  buf->place(*a, 0);
+  buf->place(*ids, 256);
+  buf->place(*rows, 512);
+  const std::vector<float> values(32, 1.0f);
+  buf->set_tensor(*a, values.data());
+  const int32_t bad[2] = {1, 4};
+  buf->set_tensor(*ids, bad);
+  auto stream = gpu_->make_stream();
+  stream->compute(g);
+  try {
+    stream->synchronize();
+    ADD_FAILURE() << "row id 4 of 4 rows was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << e.what();
+  }
+  stream->synchronize();  // reported once
 }
 
 // Greedy tokens of the whole model on CUDA0 equal the CPU's (stories260K).

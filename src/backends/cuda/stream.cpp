@@ -77,6 +77,11 @@ CudaStream::CudaStream(CudaDevice& device) : device_(device) {
   // stream instead, CudaDevice::copy).
   TESSERA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), dev);
   try {
+    // Pinned and mapped: kernels write it in place, the host reads it after a sync.
+    TESSERA_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&bad_row_id_), sizeof(int),
+                                     cudaHostAllocMapped),
+                       dev);
+    *bad_row_id_ = 0;
     const std::string name = fmt::format("{} pool", device_.name());
     pool_kind_ = pool_kind_from_env();
     if (pool_kind_ == PoolKind::kVirtual) virtual_ = CudaVirtualMemory::create(dev, name);
@@ -90,6 +95,7 @@ CudaStream::CudaStream(CudaDevice& device) : device_(device) {
       pool_ = std::make_unique<BestFitPool>(*raw_);
     }
   } catch (...) {
+    if (bad_row_id_ != nullptr) cudaFreeHost(bad_row_id_);
     cudaStreamDestroy(stream_);
     throw;
   }
@@ -101,6 +107,7 @@ CudaStream::~CudaStream() {
   if (cublas_ != nullptr) cublas().destroy(cublas_);
   if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
   pool_.reset();  // before the stream its memory was used on
+  cudaFreeHost(bad_row_id_);
   cudaStreamDestroy(stream_);
 }
 
@@ -162,6 +169,13 @@ bool CudaStream::copy_tensor_async(const Tensor& src, Tensor& dst) {
 
 void CudaStream::synchronize() {
   TESSERA_CUDA_CHECK(cudaStreamSynchronize(stream_), device_.index());
+  if (*bad_row_id_ != 0) {
+    *bad_row_id_ = 0;
+    fail(ErrorCategory::kInvalidArgument,
+         "[{}] GET_ROWS or SET_ROWS found a row id outside its tensor's rows (that row was "
+         "not read or written)",
+         device_.name());
+  }
 }
 
 void CudaStream::run(std::span<Tensor* const> nodes) {
@@ -170,6 +184,7 @@ void CudaStream::run(std::span<Tensor* const> nodes) {
   ctx.device = device_.index();
   ctx.sm_count = device_.sm_count();
   ctx.pool = pool_.get();
+  ctx.bad_row_id = bad_row_id_;
   for (Tensor* node : nodes) {
     if (node->op == Op::kNone || is_view_op(node->op)) continue;
     if (!supports(*node)) {

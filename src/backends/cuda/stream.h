@@ -73,6 +73,7 @@ class CudaStream final : public Stream {
   PoolKind pool_kind_ = PoolKind::kVirtual;
   cublasHandle_t cublas_ = nullptr;
   void* cublas_workspace_ = nullptr;
+  int* bad_row_id_ = nullptr;  // host-mapped flag the row kernels set (ops.h)
   int graphs_launched_ = 0;
 };
 

@@ -54,16 +54,18 @@ void glu(cudaStream_t s, Glu op, const Arr& gate, const Arr& up, const Arr& d);
 void copy(cudaStream_t s, const Arr& a, const Arr& d);
 
 // ---- rows.cu ----------------------------------------------------------------------------
+// Row ids outside the source (or destination) are skipped and reported by
+// setting *bad (host-mapped memory the stream checks after synchronizing).
 // d[:, i1, i2, i3] = a[:, ids[i1, i2, i3], i2, i3] as f32 (a f32/f16/bf16).
-void get_rows(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d);
-void get_rows_split(cudaStream_t s, const SplitQ& a, const Arr& ids, const Arr& d);
+void get_rows(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d, int* bad);
+void get_rows_split(cudaStream_t s, const SplitQ& a, const Arr& ids, const Arr& d, int* bad);
 // Rows of values (f32) into the rows of dst that ids (i32/i64, broadcast) name.
-void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst);
+void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst, int* bad);
 // The split weights as f16, row-major [rows, k], into `out`.
 void dequantize_split(cudaStream_t s, const SplitQ& a, void* out);
 // Q4_0 / Q8_0 in GGUF blocks (rows of whole blocks at a's strides, any
 // batch dims): GET_ROWS, and every row as f16, row-major, into `out`.
-void get_rows_blocks(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d);
+void get_rows_blocks(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d, int* bad);
 void dequantize_blocks(cudaStream_t s, const Arr& a, void* out);
 
 // ---- norm.cu ----------------------------------------------------------------------------

@@ -440,15 +440,15 @@ void compute(const OpContext& ctx, const Tensor& node) {
   switch (node.op) {
     case Op::kGetRows:
       if (is_split(*a)) {
-        k::get_rows_split(s, split_of(*a), arr(*node.src[1]), arr(node));
+        k::get_rows_split(s, split_of(*a), arr(*node.src[1]), arr(node), ctx.bad_row_id);
       } else if (plain_blocks(*a)) {
-        k::get_rows_blocks(s, arr(*a), arr(*node.src[1]), arr(node));
+        k::get_rows_blocks(s, arr(*a), arr(*node.src[1]), arr(node), ctx.bad_row_id);
       } else {
-        k::get_rows(s, arr(*a), arr(*node.src[1]), arr(node));
+        k::get_rows(s, arr(*a), arr(*node.src[1]), arr(node), ctx.bad_row_id);
       }
       return;
     case Op::kSetRows:
-      k::set_rows(s, arr(*a), arr(*node.src[1]), arr(node));
+      k::set_rows(s, arr(*a), arr(*node.src[1]), arr(node), ctx.bad_row_id);
       return;
     case Op::kCpy:
     case Op::kDup:

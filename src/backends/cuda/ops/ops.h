@@ -16,6 +16,7 @@ struct OpContext {
   int sm_count = 1;
   Pool* pool = nullptr;              // scratch, freed in LIFO order per node
   cublasHandle_t cublas = nullptr;   // bound to `stream`; null until a node needs it
+  int* bad_row_id = nullptr;         // host-mapped; GET_ROWS / SET_ROWS set it for a bad id
 };
 
 bool supports(const Tensor& node);

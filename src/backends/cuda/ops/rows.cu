@@ -41,24 +41,29 @@ __device__ __forceinline__ int64_t load_id(const Arr& ids, int64_t i0, int64_t i
                           : *reinterpret_cast<const int32_t*>(p);
 }
 
-__global__ void get_rows_kernel(Arr a, Arr ids, Arr d) {
+__device__ __forceinline__ bool in_range(int64_t row, int64_t rows, int* bad) {
+  if (row >= 0 && row < rows) return true;
+  *bad = 1;  // the stream reports it; the row reads as zeros or is not written
+  return false;
+}
+
+__global__ void get_rows_kernel(Arr a, Arr ids, Arr d, int* bad) {
   TESSERA_GRID_LOOP(i, d.n()) {
     const Index x = unflatten(i, d.ne);
     const int64_t row = load_id(ids, x.i1, x.i2, x.i3);
-    // Ids outside the source read as zero rows; the CPU throws for them.
-    const bool ok = row >= 0 && row < a.ne[1];
+    const bool ok = in_range(row, a.ne[1], bad);
     store(at(d, x.i0, x.i1, x.i2, x.i3), d.type,
           ok ? load(at(a, x.i0, row, x.i2, x.i3), a.type) : 0.0f);
   }
 }
 
 // a is contiguous [k, ne1, ne2, ne3] in the split layout; ne1 given separately.
-__global__ void get_rows_split_kernel(SplitQ a, int64_t ne1, int64_t ne2, Arr ids, Arr d) {
+__global__ void get_rows_split_kernel(SplitQ a, int64_t ne1, int64_t ne2, Arr ids, Arr d, int* bad) {
   TESSERA_GRID_LOOP(i, d.n()) {
     const Index x = unflatten(i, d.ne);
     const int64_t row = load_id(ids, x.i1, x.i2, x.i3);
     float v = 0.0f;
-    if (row >= 0 && row < ne1) {
+    if (in_range(row, ne1, bad)) {
       const int64_t flat_row = row + ne1 * (x.i2 + ne2 * x.i3);
       v = split_value(a, flat_row * (a.k / kQK) + x.i0 / kQK, static_cast<int>(x.i0 % kQK));
     }
@@ -66,21 +71,21 @@ __global__ void get_rows_split_kernel(SplitQ a, int64_t ne1, int64_t ne2, Arr id
   }
 }
 
-__global__ void set_rows_kernel(Arr values, Arr ids, Arr dst) {
+__global__ void set_rows_kernel(Arr values, Arr ids, Arr dst, int* bad) {
   TESSERA_GRID_LOOP(i, values.n()) {
     const Index x = unflatten(i, values.ne);
     const int64_t row = load_id(ids, x.i1, x.i2 % ids.ne[1], x.i3 % ids.ne[2]);
-    if (row < 0 || row >= dst.ne[1]) continue;  // the CPU throws; nothing is written here
+    if (!in_range(row, dst.ne[1], bad)) continue;
     store(at(dst, x.i0, row, x.i2, x.i3), dst.type, load(at(values, x.i0, x.i1, x.i2, x.i3), values.type));
   }
 }
 
-__global__ void get_rows_blocks_kernel(Arr a, Arr ids, Arr d) {
+__global__ void get_rows_blocks_kernel(Arr a, Arr ids, Arr d, int* bad) {
   TESSERA_GRID_LOOP(i, d.n()) {
     const Index x = unflatten(i, d.ne);
     const int64_t row = load_id(ids, x.i1, x.i2, x.i3);
     float v = 0.0f;
-    if (row >= 0 && row < a.ne[1]) {
+    if (in_range(row, a.ne[1], bad)) {
       v = block_value(at(a, x.i0 / kQK, row, x.i2, x.i3), a.type, static_cast<int>(x.i0 % kQK));
     }
     store(at(d, x.i0, x.i1, x.i2, x.i3), d.type, v);
@@ -104,18 +109,18 @@ __global__ void dequantize_split_kernel(SplitQ a, __half* out) {
 
 }  // namespace
 
-void get_rows(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d) {
-  get_rows_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ids, d);
+void get_rows(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d, int* bad) {
+  get_rows_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ids, d, bad);
 }
 
-void get_rows_split(cudaStream_t s, const SplitQ& a, const Arr& ids, const Arr& d) {
+void get_rows_split(cudaStream_t s, const SplitQ& a, const Arr& ids, const Arr& d, int* bad) {
   const int64_t ne2 = ids.ne[1];
   const int64_t ne1 = a.rows / (ne2 * ids.ne[2]);
-  get_rows_split_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ne1, ne2, ids, d);
+  get_rows_split_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ne1, ne2, ids, d, bad);
 }
 
-void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst) {
-  set_rows_kernel<<<grid_for(values.n(), kBlock), kBlock, 0, s>>>(values, ids, dst);
+void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst, int* bad) {
+  set_rows_kernel<<<grid_for(values.n(), kBlock), kBlock, 0, s>>>(values, ids, dst, bad);
 }
 
 void dequantize_split(cudaStream_t s, const SplitQ& a, void* out) {
@@ -123,8 +128,8 @@ void dequantize_split(cudaStream_t s, const SplitQ& a, void* out) {
       a, static_cast<__half*>(out));
 }
 
-void get_rows_blocks(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d) {
-  get_rows_blocks_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ids, d);
+void get_rows_blocks(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d, int* bad) {
+  get_rows_blocks_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, ids, d, bad);
 }
 
 void dequantize_blocks(cudaStream_t s, const Arr& a, void* out) {
