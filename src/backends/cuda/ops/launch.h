@@ -5,6 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstddef>
 #include <cstdint>
 
 // Callable from both sides where a .cu file includes this header.
@@ -93,10 +94,12 @@ void rope(cudaStream_t s, const Arr& a, const Arr& pos, const Arr& factors, cons
 
 // ---- mul_mat.cu -------------------------------------------------------------------------
 // y[c * y_stride + r] = sum_k w[r, k] x[c * x_stride + k] for rows r < w.rows
-// and columns c < n_cols (1..8); x, y f32.
+// and columns c < n_cols (1..8); x, y f32. The activations are quantized to
+// int8 blocks in `scratch` (mul_mat_vec_scratch bytes, 16-byte aligned).
 inline constexpr int kMaxMmvColumns = 8;
+size_t mul_mat_vec_scratch(int64_t k, int n_cols);
 void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t x_stride,
-                       float* y, int64_t y_stride, int n_cols);
+                       float* y, int64_t y_stride, int n_cols, void* scratch);
 
 // ---- flash_attn.cu ----------------------------------------------------------------------
 struct Attention {

@@ -1,6 +1,9 @@
 // Matrix-vector products on split Q4_0 / Q8_0 weights (kernels.md §3.2), for
-// decode: one warp per weight row, each lane taking whole blocks (16- or
-// 32-byte quant loads through the read-only path, an f16 scale), for up to
+// decode. The activations are quantized once per node to blocks of 32 int8
+// with a scale and the block's sum (llama.cpp's q8_1), so a weight block
+// meets 32 bytes of activations instead of 128 and the products run on dp4a.
+// One warp per weight row; each lane takes whole blocks (16- or 32-byte
+// quant loads through the read-only path, an f16 scale), for up to
 // kMaxMmvColumns activation columns at once so the weights are read once.
 // Larger batches go to cuBLAS (ops.cpp).
 #include "backends/cuda/ops/device.cuh"
@@ -11,51 +14,53 @@ namespace {
 constexpr int kQK = 32;
 constexpr int kWarpsPerBlock = 4;
 
-// Sum over one block's 32 elements of w * x, before the scale.
-template <uint32_t kType>
-__device__ __forceinline__ float block_dot(const uint8_t* q, const float* x) {
-  float sum = 0.0f;
-  if constexpr (kType == kQ4_0) {
-    const uint4 packed = __ldg(reinterpret_cast<const uint4*>(q));
-    const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      const float4 lo = *reinterpret_cast<const float4*>(x + 4 * w);
-      const float4 hi = *reinterpret_cast<const float4*>(x + 16 + 4 * w);
-      const uint32_t v = words[w];
-      sum += static_cast<float>(static_cast<int>(v & 0xf) - 8) * lo.x;
-      sum += static_cast<float>(static_cast<int>((v >> 8) & 0xf) - 8) * lo.y;
-      sum += static_cast<float>(static_cast<int>((v >> 16) & 0xf) - 8) * lo.z;
-      sum += static_cast<float>(static_cast<int>((v >> 24) & 0xf) - 8) * lo.w;
-      sum += static_cast<float>(static_cast<int>((v >> 4) & 0xf) - 8) * hi.x;
-      sum += static_cast<float>(static_cast<int>((v >> 12) & 0xf) - 8) * hi.y;
-      sum += static_cast<float>(static_cast<int>((v >> 20) & 0xf) - 8) * hi.z;
-      sum += static_cast<float>(static_cast<int>((v >> 28) & 0xf) - 8) * hi.w;
-    }
-  } else {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const uint4 packed = __ldg(reinterpret_cast<const uint4*>(q) + h);
-      const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const float4 xv = *reinterpret_cast<const float4*>(x + 16 * h + 4 * w);
-        const uint32_t v = words[w];
-        sum += static_cast<float>(static_cast<int8_t>(v & 0xff)) * xv.x;
-        sum += static_cast<float>(static_cast<int8_t>((v >> 8) & 0xff)) * xv.y;
-        sum += static_cast<float>(static_cast<int8_t>((v >> 16) & 0xff)) * xv.z;
-        sum += static_cast<float>(static_cast<int8_t>(v >> 24)) * xv.w;
-      }
-    }
-  }
-  return sum;
+// Column c's block b of the quantized activations: 32 int8 at
+// q + (c * blocks + b) * 32, and (scale, scale * sum of the int8) at ds[c * blocks + b].
+__global__ void quantize_kernel(const float* __restrict__ x, int64_t x_stride, int64_t blocks,
+                                int8_t* __restrict__ q, float2* __restrict__ ds) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t b = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / kWarp;
+  const int64_t c = blockIdx.y;
+  if (b >= blocks) return;
+  const float v = x[c * x_stride + b * kQK + lane];
+  const float amax = warp_max(fabsf(v));
+  const float d = amax / 127.0f;
+  const int qv = amax == 0.0f ? 0 : __float2int_rn(v / d);
+  q[(c * blocks + b) * kQK + lane] = static_cast<int8_t>(qv);
+  const float sum = warp_sum(static_cast<float>(qv));  // |sum| <= 32 * 127: exact in f32
+  if (lane == 0) ds[c * blocks + b] = make_float2(d, d * sum);
 }
 
-// x columns must be 16-byte aligned (x_stride a multiple of 4): the host checks.
+// One weight block against one activation block: the int dot product, scaled.
+template <uint32_t kType>
+__device__ __forceinline__ float block_dot(const uint4* wq, float dw, const int4* xq, float2 ds) {
+  const int4 x0 = xq[0], x1 = xq[1];
+  const int xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+  int sum = 0;
+  if constexpr (kType == kQ4_0) {
+    // Byte j of the weights: element j in its low nibble, j + 16 in its high.
+    const uint4 w = wq[0];
+    const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      sum = __dp4a(static_cast<int>(words[i] & 0x0f0f0f0fu), xs[i], sum);
+      sum = __dp4a(static_cast<int>((words[i] >> 4) & 0x0f0f0f0fu), xs[4 + i], sum);
+    }
+    // Nibbles hold q + 8: sum (q + 8) x - 8 sum x.
+    return dw * (ds.x * static_cast<float>(sum) - 8.0f * ds.y);
+  } else {
+    const uint4 w0 = wq[0], w1 = wq[1];
+    const uint32_t words[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) sum = __dp4a(static_cast<int>(words[i]), xs[i], sum);
+    return dw * ds.x * static_cast<float>(sum);
+  }
+}
+
 template <uint32_t kType, int kCols>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarp)
-    mmv_kernel(SplitQ w, const float* __restrict__ x, int64_t x_stride, float* __restrict__ y,
-               int64_t y_stride) {
+    mmv_kernel(SplitQ w, const int8_t* __restrict__ xq, const float2* __restrict__ xds,
+               float* __restrict__ y, int64_t y_stride) {
   const int lane = threadIdx.x % kWarp;
   const int64_t row = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / kWarp;
   if (row >= w.rows) return;
@@ -67,10 +72,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarp)
 #pragma unroll
   for (int c = 0; c < kCols; ++c) acc[c] = 0.0f;
   for (int64_t b = lane; b < blocks; b += kWarp) {
-    const float d = __half2float(scales[b]);
-    const uint8_t* q = quants + b * kQuantBytes;
+    uint4 wq[kQuantBytes / 16];
 #pragma unroll
-    for (int c = 0; c < kCols; ++c) acc[c] += d * block_dot<kType>(q, x + c * x_stride + b * kQK);
+    for (int i = 0; i < kQuantBytes / 16; ++i) {
+      wq[i] = __ldg(reinterpret_cast<const uint4*>(quants + b * kQuantBytes) + i);
+    }
+    const float dw = __half2float(scales[b]);
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const int64_t at_b = c * blocks + b;
+      acc[c] += block_dot<kType>(wq, dw, reinterpret_cast<const int4*>(xq + at_b * kQK), xds[at_b]);
+    }
   }
 #pragma unroll
   for (int c = 0; c < kCols; ++c) {
@@ -80,35 +92,49 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarp)
 }
 
 template <uint32_t kType, int kCols>
-void launch(cudaStream_t s, const SplitQ& w, const float* x, int64_t xs, float* y, int64_t ys) {
+void launch(cudaStream_t s, const SplitQ& w, const int8_t* xq, const float2* xds, float* y, int64_t ys) {
   const auto blocks = static_cast<unsigned>((w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  mmv_kernel<kType, kCols><<<blocks, kWarpsPerBlock * kWarp, 0, s>>>(w, x, xs, y, ys);
+  mmv_kernel<kType, kCols><<<blocks, kWarpsPerBlock * kWarp, 0, s>>>(w, xq, xds, y, ys);
 }
 
 template <uint32_t kType>
-void launch_type(cudaStream_t s, const SplitQ& w, const float* x, int64_t xs, float* y, int64_t ys,
-                 int n) {
+void launch_type(cudaStream_t s, const SplitQ& w, const int8_t* xq, const float2* xds, float* y,
+                 int64_t ys, int n) {
   switch (n) {
-    case 1: launch<kType, 1>(s, w, x, xs, y, ys); break;
-    case 2: launch<kType, 2>(s, w, x, xs, y, ys); break;
-    case 3: launch<kType, 3>(s, w, x, xs, y, ys); break;
-    case 4: launch<kType, 4>(s, w, x, xs, y, ys); break;
-    case 5: launch<kType, 5>(s, w, x, xs, y, ys); break;
-    case 6: launch<kType, 6>(s, w, x, xs, y, ys); break;
-    case 7: launch<kType, 7>(s, w, x, xs, y, ys); break;
-    default: launch<kType, 8>(s, w, x, xs, y, ys); break;
+    case 1: launch<kType, 1>(s, w, xq, xds, y, ys); break;
+    case 2: launch<kType, 2>(s, w, xq, xds, y, ys); break;
+    case 3: launch<kType, 3>(s, w, xq, xds, y, ys); break;
+    case 4: launch<kType, 4>(s, w, xq, xds, y, ys); break;
+    case 5: launch<kType, 5>(s, w, xq, xds, y, ys); break;
+    case 6: launch<kType, 6>(s, w, xq, xds, y, ys); break;
+    case 7: launch<kType, 7>(s, w, xq, xds, y, ys); break;
+    default: launch<kType, 8>(s, w, xq, xds, y, ys); break;
   }
 }
 
 }  // namespace
 
+size_t mul_mat_vec_scratch(int64_t k, int n_cols) {
+  const int64_t blocks = k / kQK;
+  // int8 quants, then (scale, scaled sum) pairs 16-byte aligned after them.
+  const size_t quants = static_cast<size_t>(n_cols * blocks * kQK);
+  return (quants + 15) / 16 * 16 + static_cast<size_t>(n_cols * blocks) * sizeof(float2);
+}
+
 void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t x_stride,
-                       float* y, int64_t y_stride, int n_cols) {
+                       float* y, int64_t y_stride, int n_cols, void* scratch) {
   if (w.rows == 0 || n_cols <= 0) return;
+  const int64_t blocks = w.k / kQK;
+  auto* xq = static_cast<int8_t*>(scratch);
+  const size_t quants = static_cast<size_t>(n_cols * blocks * kQK);
+  auto* xds = reinterpret_cast<float2*>(static_cast<uint8_t*>(scratch) + (quants + 15) / 16 * 16);
+  const dim3 qgrid(static_cast<unsigned>((blocks + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                   static_cast<unsigned>(n_cols));
+  quantize_kernel<<<qgrid, kWarpsPerBlock * kWarp, 0, s>>>(x, x_stride, blocks, xq, xds);
   if (w.type == kQ4_0) {
-    launch_type<kQ4_0>(s, w, x, x_stride, y, y_stride, n_cols);
+    launch_type<kQ4_0>(s, w, xq, xds, y, y_stride, n_cols);
   } else {
-    launch_type<kQ8_0>(s, w, x, x_stride, y, y_stride, n_cols);
+    launch_type<kQ8_0>(s, w, xq, xds, y, y_stride, n_cols);
   }
 }
 
