@@ -32,7 +32,7 @@ struct Problem {
 
 std::vector<float> run(const Kernels& kern, const Problem& p) {
   std::vector<const float*> q, mask;
-  std::vector<float> out(static_cast<size_t>(p.g * p.dv), -1.0f), scores(p.g * p.n_kv);
+  std::vector<float> out(static_cast<size_t>(p.g * p.dv), -1.0f), scores(static_cast<size_t>(kAttnBlock * p.n_kv));
   std::vector<float*> outs;
   for (int i = 0; i < p.g; ++i) {
     q.push_back(p.q.data() + i * p.d);
