@@ -28,17 +28,22 @@ struct Problem {
   float scale;
   std::vector<float> q, mask;  // g x d, g x n_kv (empty: no mask)
   std::vector<uint16_t> k, v;  // n_kv x d, n_kv x dv
+  bool shared_mask = false;    // every row reads mask row 0 (one token's mask, as in decode)
+  const float* mask_row(int i) const { return mask.data() + (shared_mask ? 0 : i * n_kv); }
 };
 
-std::vector<float> run(const Kernels& kern, const Problem& p) {
+// lse: when not null, the kernel's partial result (max, sum) per row, out undivided.
+std::vector<float> run(const Kernels& kern, const Problem& p, std::vector<float>* lse = nullptr) {
   std::vector<const float*> q, mask;
-  std::vector<float> out(static_cast<size_t>(p.g * p.dv), -1.0f), scores(p.g * p.n_kv);
+  std::vector<float> out(static_cast<size_t>(p.g * p.dv), -1.0f),
+      scores(static_cast<size_t>(kAttnBlock * p.n_kv));
   std::vector<float*> outs;
   for (int i = 0; i < p.g; ++i) {
     q.push_back(p.q.data() + i * p.d);
-    if (!p.mask.empty()) mask.push_back(p.mask.data() + i * p.n_kv);
+    if (!p.mask.empty()) mask.push_back(p.mask_row(i));
     outs.push_back(out.data() + i * p.dv);
   }
+  if (lse != nullptr) lse->assign(static_cast<size_t>(2 * p.g), -1.0f);
   AttnArgs a;
   a.d = p.d;
   a.dv = p.dv;
@@ -53,26 +58,32 @@ std::vector<float> run(const Kernels& kern, const Problem& p) {
   a.scale = p.scale;
   a.scores = scores.data();
   a.out = outs.data();
+  a.lse = lse != nullptr ? lse->data() : nullptr;
   kern.attn_f16(a);
   return out;
 }
 
-std::vector<double> reference(const Problem& p) {
+// Per row, softmax(scale q.k + mask) v in double; with lse, the row's max
+// score and sum of exp(s - max) go there (2 per row) and out is not divided.
+std::vector<double> reference(const Problem& p, std::vector<double>* lse = nullptr) {
   std::vector<double> out(static_cast<size_t>(p.g * p.dv), 0.0);
+  if (lse != nullptr) lse->assign(static_cast<size_t>(2 * p.g), 0.0);
   for (int i = 0; i < p.g; ++i) {
     std::vector<double> s(p.n_kv);
     double mx = -INFINITY;
+    const float* m = p.mask.empty() ? nullptr : p.mask_row(i);
     for (int64_t c = 0; c < p.n_kv; ++c) {
-      if (!p.mask.empty() && p.mask[i * p.n_kv + c] == -INFINITY) {  // skipped, as the op's
+      if (m != nullptr && m[c] == -INFINITY) {  // skipped, as the op's
         s[c] = -INFINITY;
         continue;
       }
       double dot = 0;
       for (int64_t j = 0; j < p.d; ++j)
         dot += double(p.q[i * p.d + j]) * fp16_to_fp32(p.k[c * p.d + j]);
-      s[c] = dot * p.scale + (p.mask.empty() ? 0.0 : p.mask[i * p.n_kv + c]);
+      s[c] = dot * p.scale + (m == nullptr ? 0.0 : m[c]);
       mx = std::max(mx, s[c]);
     }
+    if (lse != nullptr) (*lse)[2 * i] = mx;
     if (mx == -INFINITY) continue;
     double sum = 0;
     for (int64_t c = 0; c < p.n_kv; ++c) {
@@ -80,6 +91,10 @@ std::vector<double> reference(const Problem& p) {
       const double w = std::exp(s[c] - mx);
       sum += w;
       for (int64_t j = 0; j < p.dv; ++j) out[i * p.dv + j] += w * fp16_to_fp32(p.v[c * p.dv + j]);
+    }
+    if (lse != nullptr) {
+      (*lse)[2 * i + 1] = sum;
+      continue;
     }
     for (int64_t j = 0; j < p.dv; ++j) out[i * p.dv + j] /= sum;
   }
@@ -123,6 +138,97 @@ TEST_P(AttnKernelTest, MatchesDoubleReference) {
     for (size_t i = 0; i < want.size(); ++i) {
       ASSERT_NEAR(got[i], want[i], 1e-5)
           << "d " << s.d << " n_kv " << s.n_kv << " at " << i << " seed " << seed_;
+    }
+  }
+}
+
+// Random q, K, V (never zeros) and masks: scores go through the dot, the
+// exp and the V sum of every key that is not -inf.
+Problem random_problem(int64_t d, int64_t dv, int64_t n_kv, int g, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Problem p{d, dv, n_kv, g, 2.0f / std::sqrt(float(d)), {}, {}, {}, {}};
+  p.q.resize(static_cast<size_t>(g * d));
+  for (float& x : p.q) x = 4.0f * dist(rng);
+  p.k = random_f16(static_cast<size_t>(n_kv * d), rng);
+  p.v = random_f16(static_cast<size_t>(n_kv * dv), rng);
+  return p;
+}
+
+// f32 accumulation over n_kv keys: the 1e-5 of a 64-key row, growing as the
+// random walk of rounding errors (sqrt(n_kv)); outputs are averages of V in [-1, 1].
+double tolerance(int64_t n_kv) { return 1e-5 * std::max(1.0, std::sqrt(double(n_kv) / 64.0)); }
+
+// GQA groups as decode runs them: one query token's heads (1..16 rows: blocks of
+// 8 and the 1..7-row remainders), sharing one mask row or each with its own;
+// n_kv off the 32-key V tile and the 8-key score steps; a cache bucket whose
+// tail past the filled cells is -inf; d / dv off the vector width.
+TEST_P(AttnKernelTest, GqaGroupsMatchDoubleReference) {
+  std::mt19937 rng(seed_);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  struct Shape {
+    int64_t d, dv, n_kv;
+    int g;
+    bool shared;
+    int64_t filled;  // keys before the -inf tail (n_kv: none)
+  };
+  for (const Shape s : {Shape{64, 64, 2304, 8, true, 2049}, Shape{64, 64, 33, 8, false, 33},
+                        Shape{64, 64, 65, 16, true, 60}, Shape{72, 36, 97, 12, false, 97},
+                        Shape{64, 64, 1, 8, true, 1}, Shape{64, 64, 37, 1, false, 37},
+                        Shape{64, 64, 41, 2, true, 41}, Shape{48, 64, 45, 3, false, 40},
+                        Shape{64, 64, 31, 5, true, 31}, Shape{64, 64, 39, 7, false, 39},
+                        Shape{128, 128, 300, 6, true, 290}}) {
+    Problem p = random_problem(s.d, s.dv, s.n_kv, s.g, rng);
+    p.shared_mask = s.shared;
+    const int rows = s.shared ? 1 : s.g;
+    p.mask.resize(static_cast<size_t>(rows * s.n_kv));
+    for (int i = 0; i < rows; ++i) {
+      for (int64_t c = 0; c < s.n_kv; ++c) {
+        float& m = p.mask[static_cast<size_t>(i * s.n_kv + c)];
+        m = c >= s.filled ? -INFINITY : c > 0 && rng() % 5 == 0 ? -INFINITY : dist(rng);
+      }
+    }
+    if (!s.shared && s.g > 2) {  // row 1: every key masked
+      for (int64_t c = 0; c < s.n_kv; ++c) p.mask[static_cast<size_t>(s.n_kv + c)] = -INFINITY;
+    }
+    const std::vector<float> got = run(kernels(), p);
+    const std::vector<double> want = reference(p);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], tolerance(s.n_kv))
+          << "g " << s.g << " d " << s.d << " n_kv " << s.n_kv << " at " << i << " seed " << seed_;
+    }
+  }
+}
+
+// Keys split over threads: each part gives (max, sum) per row and out not
+// divided by the sum; FLASH_ATTN_EXT merges parts with them.
+TEST_P(AttnKernelTest, PartialResultsGiveMaxAndSum) {
+  std::mt19937 rng(seed_);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (const int g : {8, 3, 11}) {
+    Problem p = random_problem(64, 64, 150, g, rng);
+    p.shared_mask = g != 3;
+    p.mask.resize(static_cast<size_t>((p.shared_mask ? 1 : g) * p.n_kv));
+    for (float& m : p.mask) m = rng() % 6 == 0 ? -INFINITY : dist(rng);
+    if (!p.shared_mask) {  // row 2: every key masked, (-inf, 0) and zeros
+      for (int64_t c = 0; c < p.n_kv; ++c) p.mask[static_cast<size_t>(2 * p.n_kv + c)] = -INFINITY;
+    }
+    std::vector<float> lse;
+    std::vector<double> want_lse;
+    const std::vector<float> got = run(kernels(), p, &lse);
+    const std::vector<double> want = reference(p, &want_lse);
+    for (int i = 0; i < g; ++i) {
+      const double sum = want_lse[2 * i + 1];
+      EXPECT_FLOAT_EQ(lse[2 * i], float(want_lse[2 * i])) << "row " << i << " seed " << seed_;
+      if (sum == 0.0) {
+        EXPECT_EQ(lse[2 * i + 1], 0.0f) << "row " << i;
+      } else {
+        EXPECT_NEAR(lse[2 * i + 1] / sum, 1.0, tolerance(p.n_kv)) << "row " << i << " seed " << seed_;
+      }
+      for (int64_t j = 0; j < p.dv; ++j) {
+        const size_t at = static_cast<size_t>(i * p.dv + j);
+        ASSERT_NEAR(got[at] / std::max(sum, 1.0), want[at] / std::max(sum, 1.0), tolerance(p.n_kv))
+            << "row " << i << " col " << j << " seed " << seed_;
+      }
     }
   }
 }

@@ -198,6 +198,11 @@ std::vector<Case> flash_attn_cases() {
       // Decode with one KV head: its keys split over the threads, then merged.
       {"f16_decode_split_keys", 32, 40, 1, 200, 3, 1, 1, DType::kF16, DType::kF32, 1, 1},
       {"f16_decode_split_no_mask", 16, 16, 1, 500, 2, 1, 1, DType::kF16, DType::kI32, 0, 1},
+      // GQA groups of 8 (TinyLlama's 32 / 4): decode over more keys than a
+      // V tile, keys split for one KV head, and 12 heads a KV head (8 + 4).
+      {"f16_gqa8_decode", 64, 64, 1, 300, 16, 2, 1, DType::kF16, DType::kF32, 1, 1},
+      {"f16_gqa8_decode_split_keys", 64, 64, 1, 261, 8, 1, 1, DType::kF16, DType::kF32, 1, 1},
+      {"f16_gqa12_prefill", 64, 48, 5, 70, 12, 1, 1, DType::kF16, DType::kF16, 5, 1},
   };
   std::vector<Case> cases;
   for (const AttnCase& s : shapes) {

@@ -57,12 +57,15 @@ struct MatKernel {
 };
 
 // FLASH_ATTN_EXT for `g` query rows sharing one f16 K/V head (no ALiBi, no
-// softcap): out[i] = softmax(scale * q[i] . K + mask[i]) V, two passes (scores,
-// then max / exp / sum and the V accumulation). Keys whose mask is -inf add
+// softcap): out[i] = softmax(scale * q[i] . K + mask[i]) V, in blocks of up to
+// kAttnBlock rows, each reading K and V once (scores, then max / exp / sum,
+// then the V accumulation). Keys whose mask is -inf add
 // nothing (a V row masked for all g rows is not read, so it may hold NaN); a
 // row with every key masked is zeros.
+constexpr int kAttnBlock = 8;
+constexpr int64_t kAttnMaxD = 512;  // the largest q / k head size (d)
 struct AttnArgs {
-  int64_t d = 0, dv = 0, n_kv = 0;
+  int64_t d = 0, dv = 0, n_kv = 0;  // d <= kAttnMaxD
   int g = 0;
   const float* const* q = nullptr;     // g rows of d floats
   const float* const* mask = nullptr;  // g rows of n_kv floats, or null
@@ -71,7 +74,7 @@ struct AttnArgs {
   const uint8_t* v = nullptr;          // value 0, f16, contiguous rows of dv
   size_t v_stride = 0;
   float scale = 1.0f;
-  float* scores = nullptr;      // scratch: g * n_kv floats
+  float* scores = nullptr;      // scratch: kAttnBlock * n_kv floats
   float* const* out = nullptr;  // g rows of dv floats
   // Optional, for keys split over threads: (max score, sum of exp(s - max))
   // of row i at lse[2i], lse[2i + 1], and out[i] left undivided by the sum.

@@ -40,8 +40,8 @@ int64_t row_len(const Tensor& node) {
   return std::max({node.src[0]->ne[0], node.src[2]->ne[0], node.src[1]->ne[1]});
 }
 
-// Fast path (a tier with attn_f16): f32 q, f16 K and V with contiguous rows, no
-// ALiBi, no softcap. Work units are (query, KV head, batch): the group of query
+// Fast path (a tier with attn_f16): f32 q of at most kAttnMaxD, f16 K and V with
+// contiguous rows, no ALiBi, no softcap. Work units are (query, KV head, batch): the group of query
 // heads sharing that KV head, each K/V row converted once for the group.
 constexpr int64_t kMaxGroup = 64;
 
@@ -51,14 +51,15 @@ bool fast_shape(const Tensor& node) {
   const Tensor& v = *node.src[2];
   const FlashAttnExtParams p = FlashAttnExtParams::get(node);
   return q.type == DType::kF32 && k.type == DType::kF16 && v.type == DType::kF16 && k.nb[0] == 2 &&
-         v.nb[0] == 2 && q.ne[2] / k.ne[2] <= kMaxGroup && p.max_bias <= 0.0f && p.softcap <= 0.0f;
+         v.nb[0] == 2 && q.ne[2] / k.ne[2] <= kMaxGroup && q.ne[0] <= kAttnMaxD &&
+         p.max_bias <= 0.0f && p.softcap <= 0.0f;
 }
 
-// Per thread: scores and mask rows (group * n_kv each), q and out rows (group
-// * len), and (max, sum) per row of a partial result.
+// Per thread: scores (kAttnBlock * n_kv) and mask rows (group * n_kv), q and
+// out rows (group * len), and (max, sum) per row of a partial result.
 size_t fast_floats(const Tensor& node) {
   const int64_t group = node.src[0]->ne[2] / node.src[1]->ne[2];
-  return 2 * static_cast<size_t>(group) * scratch_floats(node.src[1]->ne[1]) +
+  return static_cast<size_t>(kAttnBlock + group) * scratch_floats(node.src[1]->ne[1]) +
          2 * static_cast<size_t>(group) * scratch_floats(row_len(node)) + scratch_floats(2 * group);
 }
 
@@ -111,13 +112,13 @@ struct FastState {
   static float* thread_base(const OpContext& ctx, int ith, const Tensor& node) {
     return reinterpret_cast<float*>(ctx.work) + static_cast<size_t>(ith) * fast_floats(node);
   }
-  float* masks() const { return base + group * kv_row; }
+  float* masks() const { return base + kAttnBlock * kv_row; }
   float* qs() const { return masks() + group * kv_row; }
   static float* outs(float* b, int64_t group, size_t kv_row, size_t row) {
-    return b + 2 * group * kv_row + group * row;
+    return b + (kAttnBlock + group) * kv_row + group * row;
   }
   static float* lse(float* b, int64_t group, size_t kv_row, size_t row) {
-    return b + 2 * group * kv_row + 2 * group * row;
+    return b + (kAttnBlock + group) * kv_row + 2 * group * row;
   }
 
   // Unit u as (KV head, query, batch); q and mask rows of its heads, keys [k0, k1).

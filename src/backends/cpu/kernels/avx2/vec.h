@@ -75,6 +75,14 @@ struct Vec {
     };
     return _mm_hadd_ps(_mm_hadd_ps(fold(a), fold(b)), _mm_hadd_ps(fold(c), fold(d)));
   }
+  // The sums of x[0..7] as the 8 lanes of a ymm: three rounds of pairwise
+  // adds, no reduction of one vector at a time.
+  static __m256 hsum8(const F* x) {
+    const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(x[0], x[1]), _mm256_hadd_ps(x[2], x[3]));
+    const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(x[4], x[5]), _mm256_hadd_ps(x[6], x[7]));
+    // t0 = [x0..x3 over lanes 0-3 | x0..x3 over lanes 4-7], t1 likewise for x4..x7.
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+  }
   static float hmax(F a) {
     const __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
     const __m128 t = _mm_max_ps(s, _mm_movehl_ps(s, s));

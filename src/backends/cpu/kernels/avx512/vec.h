@@ -84,6 +84,18 @@ struct Vec {
     };
     return _mm_hadd_ps(_mm_hadd_ps(fold(a), fold(b)), _mm_hadd_ps(fold(c), fold(d)));
   }
+  // The sums of x[0..7] as the 8 lanes of a ymm: each folded to 256 bits,
+  // then three rounds of pairwise adds.
+  static __m256 hsum8(const F* x) {
+    __m256 y[8];
+    for (int i = 0; i < 8; ++i) {
+      y[i] = _mm256_add_ps(_mm512_castps512_ps256(x[i]),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x[i]), 1)));
+    }
+    const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(y[0], y[1]), _mm256_hadd_ps(y[2], y[3]));
+    const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(y[4], y[5]), _mm256_hadd_ps(y[6], y[7]));
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+  }
   static float hmax(F a) {
     a = _mm512_max_ps(a, _mm512_shuffle_f32x4(a, a, 0x4E));
     a = _mm512_max_ps(a, _mm512_shuffle_f32x4(a, a, 0xB1));
