@@ -280,18 +280,13 @@ void mul_mat(const OpContext& ctx, const Tensor& node) {
     const k::SplitQ q = split_of(w);
     const int64_t cols = x.n_rows();
     if (cols <= k::kMaxMmvColumns && w.ne[2] == 1 && w.ne[3] == 1) {
-      // Decode: the weights read once for every column.
+      // Decode: the weights read once for every column (x made contiguous f32 first if needed).
       const auto n = static_cast<int>(cols);
-      if (x.type == DType::kF32 && x.is_contiguous()) {
-        Scratch qs(*ctx.pool, k::mul_mat_vec_scratch(x.ne[0], n));
-        k::mul_mat_vec_split(ctx.stream, q, static_cast<const float*>(x.data), x.ne[0],
-                             static_cast<float*>(node.data), node.ne[0], n, qs.get());
-        return;
-      }
-      Scratch xs(*ctx.pool, static_cast<size_t>(x.n_elements()) * sizeof(float));
-      const k::Arr xc = staged(ctx, x, DType::kF32, xs);
+      const bool direct = x.type == DType::kF32 && x.is_contiguous();
+      Scratch xs(*ctx.pool, direct ? 0 : static_cast<size_t>(x.n_elements()) * sizeof(float));
+      const void* xf = direct ? x.data : staged(ctx, x, DType::kF32, xs).data;
       Scratch qs(*ctx.pool, k::mul_mat_vec_scratch(x.ne[0], n));
-      k::mul_mat_vec_split(ctx.stream, q, static_cast<const float*>(xc.data), x.ne[0],
+      k::mul_mat_vec_split(ctx.stream, q, static_cast<const float*>(xf), x.ne[0],
                            static_cast<float*>(node.data), node.ne[0], n, qs.get());
       return;
     }
