@@ -1,8 +1,19 @@
 // `tessera run`, `tokenize` and `perplexity` as a user runs them on stories260K.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
+#include <thread>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -106,16 +117,64 @@ TEST(RunTest, CacheTypesAndDevicesAreCheckedByName) {
 #endif
 }
 
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 TEST(RunTest, CtrlCStopsAndStillPrintsTimings) {
-  // Generation that would run for a long time, interrupted after a second.
-  const std::string cmd = tessera("run " + model() + " -p \"Once upon a time\" -c 200000 -n -1 "
-                                  "--ignore-eos --no-display-prompt");
-  const CommandResult r =
-      run_command("sh -c '" + cmd + " & pid=$!; sleep 1; kill -INT $pid; wait $pid; "
-                  "echo exit=$?'");
-  EXPECT_NE(r.out.find("exit=130"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("generated"), std::string::npos) << r.err;
+  // Generation that would run for hours, interrupted once text has come out.
+  // Its own child (not `sh -c '... &'`, whose background jobs start with
+  // SIGINT ignored, so a signal sent before the handler is up was lost and
+  // the run never ended), and never waited on without a deadline.
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto out_path = dir / ("tessera-ctrlc-" + std::to_string(getpid()) + ".out");
+  const auto err_path = dir / ("tessera-ctrlc-" + std::to_string(getpid()) + ".err");
+  std::vector<std::string> argv{TESSERA_BIN, "run", "-m",
+                                shared_dir() + "/models/stories260K.gguf", "-p", "Once upon a time",
+                                "-c", "200000", "-n", "-1", "--ignore-eos", "--no-display-prompt"};
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::signal(SIGINT, SIG_DFL);
+    if (!std::freopen(out_path.c_str(), "w", stdout) || !std::freopen(err_path.c_str(), "w", stderr)) {
+      _exit(127);
+    }
+    std::vector<char*> c;
+    for (std::string& a : argv) c.push_back(a.data());
+    c.push_back(nullptr);
+    execv(c[0], c.data());
+    _exit(127);
+  }
+  const auto wait_until = [pid](std::chrono::seconds limit, int* status, const auto& done) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (waitpid(pid, status, WNOHANG) == pid) return true;
+      if (done()) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  int status = 0;
+  const bool ended_early = wait_until(std::chrono::seconds(60), &status,
+                                      [&] { return read_text(out_path).size() >= 8; });
+  ASSERT_FALSE(ended_early) << "tessera run ended before any text:\n" << read_text(err_path);
+  kill(pid, SIGINT);
+  const bool ended = wait_until(std::chrono::seconds(60), &status, [] { return false; });
+  if (!ended) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  const std::string err = read_text(err_path);
+  std::filesystem::remove(out_path);
+  std::filesystem::remove(err_path);
+  ASSERT_TRUE(ended) << "still running 60 s after SIGINT:\n" << err;
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status) << ":\n" << err;
+  EXPECT_EQ(WEXITSTATUS(status), 130) << err;
+  EXPECT_NE(err.find("interrupted"), std::string::npos) << err;
+  EXPECT_NE(err.find("generated"), std::string::npos) << err;
 }
 
 TEST(TokenizeTest, IdsAsLlamaTokenizePrintsThem) {

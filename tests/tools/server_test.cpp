@@ -367,6 +367,7 @@ TEST(ServerShutdown, SigtermEndsAStreamCleanlyAndExits) {
     std::lock_guard lock(m);
     return raw.find("data: ") != std::string::npos;
   };
+  std::atomic<bool> client_done{false};
   std::thread client([&] {
     post_streaming(s, "/v1/completions",
                    {{"prompt", "Once"}, {"max_tokens", 4000}, {"stream", true}, {"ignore_eos", true}},
@@ -375,8 +376,15 @@ TEST(ServerShutdown, SigtermEndsAStreamCleanlyAndExits) {
                      raw.append(d, n);
                      return true;
                    });
+    client_done = true;
   });
-  while (!seen()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // The first chunk, or the request's end, within a minute (never a wait
+  // without a deadline: a stream that fails must fail the test, not hang it).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!seen() && !client_done && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(seen()) << "no chunk before the stream ended or 60 s passed:\n" << s.log();
   EXPECT_EQ(s.terminate(), 0) << s.log();
   client.join();
   EXPECT_NE(raw.find("\"finish_reason\":\"stop\""), std::string::npos);

@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <mutex>
 #include <string>
 
 #include "tessera/error.h"
@@ -55,9 +54,9 @@ Cublas load() {
 }  // namespace
 
 const Cublas& cublas() {
-  static std::once_flag once;
-  static Cublas loaded;
-  std::call_once(once, [] { loaded = load(); });  // a throw leaves it to try again
+  // A throwing initializer leaves the static to be tried again on the next
+  // call (std::call_once would not: libstdc++'s hangs the next caller).
+  static const Cublas loaded = load();
   return loaded;
 }
 
