@@ -176,7 +176,10 @@ int main(int argc, char** argv) {
   register_probe("probe/start", 2);
   // Each case sits between two runs of its roof probe; its ratio uses their mean.
   std::vector<MatCase> cases;
-  for (int64_t n : {1, 512}) {
+  // TESSERA_BENCH_BATCH: the GEMM cases' columns (default 512).
+  const char* env_batch = std::getenv("TESSERA_BENCH_BATCH");
+  const int64_t gemm_n = env_batch != nullptr ? std::max<int64_t>(2, std::atoll(env_batch)) : 512;
+  for (int64_t n : {int64_t{1}, gemm_n}) {
     for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
       for (auto [m, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {5632, 2048}}) {
         cases.push_back({type, k, m, n});

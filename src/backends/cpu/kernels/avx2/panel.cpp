@@ -18,36 +18,37 @@ namespace tessera::cpu::avx2 {
 namespace {
 
 constexpr int kGroups = 8;       // 4-k groups per 32-k block
-constexpr int kTileColumns = 4;  // register tile: 8 rows x 4 columns per half panel
+constexpr int kTileColumns = 4;  // register tile: 8 rows x 4 columns a pass (GEMM)
 
-inline __m256i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return _mm256_set1_epi32(v);
+// Four activation bytes in every lane: a broadcast load (vbroadcastss, a
+// load-port uop), not a scalar load, vmovd and shuffle.
+inline __m256i bcast4(const void* p) {
+  return _mm256_castps_si256(_mm256_broadcast_ss(static_cast<const float*>(p)));
 }
 
 struct PanelQ4_0 {
   static constexpr size_t kQuantBytes = 256;
-  // Group g of half h (rows 8h .. 8h + 7): low nibbles of load g % 4 for g < 4, high for g >= 4.
-  static __m256i group(const uint8_t* q, int h, int g) {
-    const __m256i v =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * (g % 4) + 32 * h));
-    const __m256i m = _mm256_set1_epi8(0x0F);
-    return g < 4 ? _mm256_and_si256(v, m) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
-  }
+  // Load l (of 4) gives groups l (low nibbles, k 4l..4l+3) and l + 4 (high,
+  // k 16 + 4l..). Not unrolled: GCC, given all 8 groups x C columns at once,
+  // hoisted the products and spilled them.
   template <int C>
   static void block(const uint8_t* q, int h, const BlockQ8* const* xb, __m256i s32[C]) {
     __m256i s16[C];
     for (int c = 0; c < C; ++c) s16[c] = _mm256_setzero_si256();
-    for (int g = 0; g < kGroups; ++g) {
-      const __m256i w = group(q, h, g);
+    const __m256i m = _mm256_set1_epi8(0x0F);
+#pragma GCC unroll 1
+    for (int l = 0; l < 4; ++l) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * l + 32 * h));
+      const __m256i lo = _mm256_and_si256(v, m);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m);
       for (int c = 0; c < C; ++c) {
-        s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(w, bcast4(xb[c]->qs + 4 * g)));
+        s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(lo, bcast4(xb[c]->qs + 4 * l)));
+        s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(hi, bcast4(xb[c]->qs + 16 + 4 * l)));
       }
     }
     for (int c = 0; c < C; ++c) {
       s32[c] = _mm256_sub_epi32(_mm256_madd_epi16(s16[c], _mm256_set1_epi16(1)),
-                                _mm256_set1_epi32(8 * xb[c]->sum));
+                                _mm256_slli_epi32(bcast4(&xb[c]->sum), 3));
     }
   }
 };
@@ -57,6 +58,7 @@ struct PanelQ8_0 {
   template <int C>
   static void block(const uint8_t* q, int h, const BlockQ8* const* xb, __m256i s32[C]) {
     for (int c = 0; c < C; ++c) s32[c] = _mm256_setzero_si256();
+#pragma GCC unroll 2
     for (int g = 0; g < kGroups; ++g) {
       const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * g + 32 * h));
       const __m256i aw = _mm256_sign_epi8(w, w);
@@ -69,34 +71,52 @@ struct PanelQ8_0 {
   }
 };
 
-// One panel (16 rows), blocks [b0, b1), times columns x[0 .. C).
+// One panel (16 rows), blocks [b0, b1), times columns x[0 .. C). With up to
+// two columns both halves (8 rows each) go in one pass over the blocks, so a
+// GEMV reads its panel once; with more, one half a pass, so the C
+// accumulators, the C block sums and the weights fit the 16 ymm registers
+// (with both halves' 2C accumulators live GCC spilled the sums, and every add
+// waited on a store-to-load forward: GEMM ran at ~0.6x).
 template <class P, int C>
 void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
-  __m256 acc[2][C];
-  for (int h = 0; h < 2; ++h) {
-    for (int c = 0; c < C; ++c) acc[h][c] = _mm256_setzero_ps();
-  }
-  for (int64_t b = p.b0; b < p.b1; ++b) {
-    const uint8_t* q = p.quants + static_cast<size_t>(b) * P::kQuantBytes;
-    prefetch_block<P::kQuantBytes>(p.scales, q, b);
-    const BlockQ8* xb[C];
-    for (int c = 0; c < C; ++c) xb[c] = x[c] + b;
-    for (int h = 0; h < 2; ++h) {
-      const __m256 dw = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b + 16 * h)));
-      __m256i s[C];
-      P::template block<C>(q, h, xb, s);
-      for (int c = 0; c < C; ++c) {
-        acc[h][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]),
-                                    _mm256_mul_ps(dw, _mm256_set1_ps(xb[c]->d)), acc[h][c]);
+  constexpr int kHalves = C <= 2 ? 2 : 1;  // halves a pass
+  for (int h0 = 0; h0 < 2; h0 += kHalves) {
+    if (8 * h0 >= p.valid) break;
+    __m256 acc[kHalves][C];
+    for (auto& a : acc) {
+      for (__m256& v : a) v = _mm256_setzero_ps();
+    }
+    for (int64_t b = p.b0; b < p.b1; ++b) {
+      const uint8_t* q = p.quants + static_cast<size_t>(b) * P::kQuantBytes;
+      if (h0 == 0) prefetch_block<P::kQuantBytes>(p.scales, q, b);
+      const BlockQ8* xb[C];
+      for (int c = 0; c < C; ++c) xb[c] = x[c] + b;
+      for (int hh = 0; hh < kHalves; ++hh) {
+        const int h = h0 + hh;
+        const __m256 dw = _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b + 16 * h)));
+        __m256i s[C];
+        P::template block<C>(q, h, xb, s);
+        for (int c = 0; c < C; ++c) {
+          acc[hh][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]),
+                                       _mm256_mul_ps(dw, _mm256_broadcast_ss(&xb[c]->d)), acc[hh][c]);
+        }
       }
     }
-  }
-  for (int c = 0; c < C; ++c) {
-    alignas(32) float tmp[kPanelRows];
-    _mm256_store_ps(tmp, acc[0][c]);
-    _mm256_store_ps(tmp + 8, acc[1][c]);
-    for (int r = 0; r < p.valid; ++r) out[c][r] = p.accumulate ? out[c][r] + tmp[r] : tmp[r];
+    for (int hh = 0; hh < kHalves; ++hh) {
+      const int h = h0 + hh;
+      const int rows = p.valid - 8 * h < 8 ? p.valid - 8 * h : 8;
+      for (int c = 0; c < C && rows > 0; ++c) {
+        float* o = out[c] + 8 * h;
+        if (rows == 8) {
+          _mm256_storeu_ps(o, p.accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[hh][c]) : acc[hh][c]);
+          continue;
+        }
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, acc[hh][c]);
+        for (int r = 0; r < rows; ++r) o[r] = p.accumulate ? o[r] + tmp[r] : tmp[r];
+      }
+    }
   }
 }
 
