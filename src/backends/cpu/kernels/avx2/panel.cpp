@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "backends/cpu/kernels/avx2/avx2.h"
 #include "backends/cpu/kernels/repack.h"
@@ -120,12 +121,54 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
   }
 }
 
+// GEMV on Q4_0 (one column): both halves per block, each broadcast loaded
+// once for the 16 rows, two s16 chains a half. The generic tile reloaded the
+// broadcasts per half and ran one chain: ~20 GB/s a core from L3.
+void gemv_q4_0(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  const __m256i m = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int64_t b = p.b0; b < p.b1; ++b) {
+    const uint8_t* q = p.quants + static_cast<size_t>(b) * PanelQ4_0::kQuantBytes;
+    prefetch_block<PanelQ4_0::kQuantBytes>(p.scales, q, b);
+    const BlockQ8* xb = x[0] + b;
+    __m256i s0a = _mm256_setzero_si256(), s0b = _mm256_setzero_si256();
+    __m256i s1a = _mm256_setzero_si256(), s1b = _mm256_setzero_si256();
+    for (int l = 0; l < 4; ++l) {
+      const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * l));
+      const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * l + 32));
+      const __m256i blo = bcast4(xb->qs + 4 * l);
+      const __m256i bhi = bcast4(xb->qs + 16 + 4 * l);
+      s0a = _mm256_add_epi16(s0a, _mm256_maddubs_epi16(_mm256_and_si256(v0, m), blo));
+      s1a = _mm256_add_epi16(s1a, _mm256_maddubs_epi16(_mm256_and_si256(v1, m), blo));
+      s0b = _mm256_add_epi16(s0b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m), bhi));
+      s1b = _mm256_add_epi16(s1b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m), bhi));
+    }
+    const __m256i corr = _mm256_slli_epi32(bcast4(&xb->sum), 3);
+    const __m256i i0 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(s0a, s0b), ones), corr);
+    const __m256i i1 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(s1a, s1b), ones), corr);
+    const __m256 dx = _mm256_broadcast_ss(&xb->d);
+    const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b)));
+    const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b + 16)));
+    acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
+  }
+  alignas(32) float tmp[kPanelRows];
+  _mm256_store_ps(tmp, acc0);
+  _mm256_store_ps(tmp + 8, acc1);
+  for (int r = 0; r < p.valid; ++r) out[0][r] = p.accumulate ? out[0][r] + tmp[r] : tmp[r];
+}
+
 template <class P>
 struct Tiles {
   static constexpr int kMaxCols = kTileColumns;
   template <int C>
   static void tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
-    panel_tile<P, C>(p, x, out);
+    if constexpr (C == 1 && std::is_same_v<P, PanelQ4_0>) {
+      gemv_q4_0(p, x, out);
+    } else {
+      panel_tile<P, C>(p, x, out);
+    }
   }
 };
 
