@@ -147,8 +147,9 @@ INSTANTIATE_TEST_SUITE_P(Types, MulMatTest,
                          });
 
 // Every output is one kernel's dot product whatever the chunking, so the
-// thread count (1, 2, 3: static splits and counter-driven chunks of other
-// sizes) cannot change a single bit.
+// thread count (1, 2, 3: GEMV runs of rows and GEMM chunks of other sizes,
+// all taken from the op's counter) cannot change a single bit. m 300 at one
+// column: 5 runs of 64 rows, the last a partial panel.
 TEST(MulMatThreads, ResultsDoNotDependOnTheThreadCount) {
   const uint32_t seed = fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
@@ -158,7 +159,8 @@ TEST(MulMatThreads, ResultsDoNotDependOnTheThreadCount) {
   const Isa best = testing::tiers().back();
   for (DType type : {DType::kF16, DType::kQ4_0, DType::kQ8_0, DType::kQ4_K}) {
     const int64_t k = 512;
-    for (const Shape& s : {Shape{100, 3, 1, 1, 2, 1}, Shape{75, 90, 1, 1, 1, 1}}) {
+    for (const Shape& s :
+         {Shape{100, 3, 1, 1, 2, 1}, Shape{300, 1, 1, 1, 1, 1}, Shape{75, 90, 1, 1, 1, 1}}) {
       const int64_t wrows = s.m * s.w2 * s.w3;
       const std::vector<uint8_t> wq = testing::to_type(
           type, random_floats(static_cast<size_t>(wrows * k), rng), wrows, k);

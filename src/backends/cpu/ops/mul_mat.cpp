@@ -6,7 +6,9 @@
 //     for quantized weights; float weights read them as they are);
 //  2. the (batch, row block, column block) chunks go to the kernels.
 // GEMV-like shapes (<= 8 columns): each slot converts the columns itself
-// (a few microseconds) and takes a static share of rows: one phase.
+// (a few microseconds) into its own copy, then takes runs of rows from the
+// op's counter: one phase, and a thread that starts late or runs slow (a
+// busy machine) takes fewer runs instead of holding the others up.
 // GEMM: phase 0 splits the conversion over the slots, phase 1 takes chunks
 // from the op's counter.
 // Ref path (the ref tier, or no kernel): each thread takes a range of weight
@@ -23,7 +25,9 @@ namespace tessera::cpu {
 namespace {
 
 constexpr size_t kLine = 64;        // keeps per-thread scratch on its own cache lines
-constexpr int64_t kStaticCols = 8;  // up to this many columns: static split of rows
+constexpr int64_t kStaticCols = 8;  // up to this many columns: per-slot conversion, one phase
+constexpr int64_t kGemvRunsPerSlot = 4;  // GEMV: runs of rows per slot, for balance ...
+constexpr int64_t kGemvMinRows = 64;     // ... each long enough to stream (Q4_0, K 2048: 72 KB)
 constexpr int64_t kChunkRows = 64;  // GEMM chunk: 4 panels ...
 constexpr int64_t kChunkCols = 64;  // ... by 64 columns (Q4_0, K 4096: 147 KB + 320 KB)
 
@@ -152,9 +156,10 @@ struct Chunks {
 Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth) {
   Chunks c{};
   c.dynamic = n > kStaticCols;
-  if (!c.dynamic) {  // GEMV: each thread one contiguous run of rows (multiple of 16)
+  if (!c.dynamic) {  // GEMV: runs of rows (whole panels) taken from the counter
     c.cols = std::max<int64_t>(n, 1);
-    const int64_t per = (m + nth - 1) / nth;
+    const int64_t runs = nth == 1 ? 1 : kGemvRunsPerSlot * nth;
+    const int64_t per = std::max((m + runs - 1) / runs, nth == 1 ? m : kGemvMinRows);
     c.rows = std::max<int64_t>(kPanelRows, (per + kPanelRows - 1) / kPanelRows * kPanelRows);
   } else {  // GEMM: >= 4 chunks per thread when the shape allows
     c.cols = std::min(n, kChunkCols);
@@ -220,19 +225,18 @@ void compute(Tensor& node, const OpContext& ctx) {
   const bool convert = mk->act != ActFormat::kF32;
   if (!ch.dynamic) {
     // GEMV: each slot converts the few columns itself, into its own copy,
-    // so slots never wait for each other; then a static split of rows.
+    // so slots never wait for each other; then runs of rows from the counter.
     uint8_t* act = ctx.work + kLine + act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
     if (convert) convert_activations(x, *ctx.kernels, mk->act, act, {0, x.n_rows()});
-    for (int64_t i = ctx.ith; i < ch.total; i += ctx.nth) run_chunk(node, *mk, act, ch, i);
+  } else if (convert && ctx.phase == 0) {
+    // GEMM: rows converted once, split over the slots (phase 0); then chunks
+    // from the counter (the last phase).
+    convert_activations(x, *ctx.kernels, mk->act, ctx.work + kLine,
+                        split_rows(x.n_rows(), ctx.ith, ctx.nth));
     return;
   }
-  // GEMM: rows converted once, split over the slots (phase 0); then chunks
-  // from the counter (the last phase).
-  uint8_t* act = ctx.work + kLine;
-  if (convert && ctx.phase == 0) {
-    convert_activations(x, *ctx.kernels, mk->act, act, split_rows(x.n_rows(), ctx.ith, ctx.nth));
-    return;
-  }
+  const uint8_t* act = ctx.work + kLine;
+  if (!ch.dynamic) act += act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
   std::atomic<int64_t>& next = *ctx.counter;
   for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < ch.total;
        i = next.fetch_add(1, std::memory_order_relaxed)) {
