@@ -26,8 +26,23 @@ struct BlockQ8 {
   float d;
   int32_t sum;
   int8_t qs[kQK];
+  // Q4_0's -8 offset split as the avx2 panel kernels' 16-bit lanes meet the
+  // activations: -8 x the sum of qs at k = 0, 1 (mod 4) and at k = 2, 3.
+  // Each is at most 8 * 16 * 127 = 16256 in magnitude.
+  int16_t q4_bias[2];
 };
-static_assert(sizeof(BlockQ8) == 40);
+static_assert(sizeof(BlockQ8) == 44);
+
+// Fills b.q4_bias from b.qs (every quantize_q8 calls it).
+inline void set_q4_bias(BlockQ8& b) {
+  int32_t lo = 0, hi = 0;
+  for (int j = 0; j < kQK; j += 4) {
+    lo += b.qs[j] + b.qs[j + 1];
+    hi += b.qs[j + 2] + b.qs[j + 3];
+  }
+  b.q4_bias[0] = static_cast<int16_t>(-8 * lo);
+  b.q4_bias[1] = static_cast<int16_t>(-8 * hi);
+}
 
 // What a matrix kernel reads its activation columns as. MUL_MAT converts the
 // f32 input once per op into this format (in scratch) before the kernels run.

@@ -2,9 +2,11 @@
 // activations. Each 64-byte group of a panel is two ymm of 8 rows x 4 k;
 // four activation bytes are broadcast to every lane, so a row's sum stays in
 // its own 32-bit lane (outer-product form, as the avx512 tier).
-// Q4_0: 16 products of nibble x int8 per s16 lane over a whole block stay
-// below 16 * 15 * 127 = 30480, so maddubs results are summed in s16 and
-// widened once per block; the -8 offset is subtracted as -8 sum(a).
+// Q4_0: an s16 lane sums 16 products of nibble x int8 over a whole block,
+// starting from the activations' q4_bias (-8 x the sum of the 16 activations
+// it meets), so it ends at sum (w - 8) a, at most 16 * 8 * 127 = 16256 in
+// magnitude: exact although the running sum may wrap (adds are modulo 2^16),
+// and widened once per block with nothing left to subtract.
 // Q8_0 (signed): maddubs(|w|, sign(a, w)) and a madd per group.
 #include <immintrin.h>
 
@@ -35,7 +37,7 @@ struct PanelQ4_0 {
   template <int C>
   static void block(const uint8_t* q, int h, const BlockQ8* const* xb, __m256i s32[C]) {
     __m256i s16[C];
-    for (int c = 0; c < C; ++c) s16[c] = _mm256_setzero_si256();
+    for (int c = 0; c < C; ++c) s16[c] = bcast4(xb[c]->q4_bias);
     const __m256i m = _mm256_set1_epi8(0x0F);
 #pragma GCC unroll 1
     for (int l = 0; l < 4; ++l) {
@@ -47,10 +49,7 @@ struct PanelQ4_0 {
         s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(hi, bcast4(xb[c]->qs + 16 + 4 * l)));
       }
     }
-    for (int c = 0; c < C; ++c) {
-      s32[c] = _mm256_sub_epi32(_mm256_madd_epi16(s16[c], _mm256_set1_epi16(1)),
-                                _mm256_slli_epi32(bcast4(&xb[c]->sum), 3));
-    }
+    for (int c = 0; c < C; ++c) s32[c] = _mm256_madd_epi16(s16[c], _mm256_set1_epi16(1));
   }
 };
 
@@ -132,8 +131,9 @@ void gemv_q4_0(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
     const uint8_t* q = p.quants + static_cast<size_t>(b) * PanelQ4_0::kQuantBytes;
     prefetch_block<PanelQ4_0::kQuantBytes>(p.scales, q, b);
     const BlockQ8* xb = x[0] + b;
-    __m256i s0a = _mm256_setzero_si256(), s0b = _mm256_setzero_si256();
-    __m256i s1a = _mm256_setzero_si256(), s1b = _mm256_setzero_si256();
+    const __m256i bias = bcast4(xb->q4_bias);
+    __m256i s0a = bias, s0b = _mm256_setzero_si256();
+    __m256i s1a = bias, s1b = _mm256_setzero_si256();
     for (int l = 0; l < 4; ++l) {
       const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * l));
       const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * l + 32));
@@ -144,9 +144,8 @@ void gemv_q4_0(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
       s0b = _mm256_add_epi16(s0b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m), bhi));
       s1b = _mm256_add_epi16(s1b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m), bhi));
     }
-    const __m256i corr = _mm256_slli_epi32(bcast4(&xb->sum), 3);
-    const __m256i i0 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(s0a, s0b), ones), corr);
-    const __m256i i1 = _mm256_sub_epi32(_mm256_madd_epi16(_mm256_add_epi16(s1a, s1b), ones), corr);
+    const __m256i i0 = _mm256_madd_epi16(_mm256_add_epi16(s0a, s0b), ones);
+    const __m256i i1 = _mm256_madd_epi16(_mm256_add_epi16(s1a, s1b), ones);
     const __m256 dx = _mm256_broadcast_ss(&xb->d);
     const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b)));
     const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b + 16)));

@@ -30,6 +30,7 @@ void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k) {
     }
     y[b].d = d;
     y[b].sum = sum;
+    set_q4_bias(y[b]);
   }
 }
 

@@ -34,6 +34,7 @@ void quantize_q8(const float* x, BlockQ8* y, int64_t k) {
     }
     y[b].d = d;
     y[b].sum = V::hsum_i(sum);
+    set_q4_bias(y[b]);
   }
 }
 
