@@ -25,7 +25,7 @@ namespace tessera::cpu {
 namespace {
 
 constexpr size_t kLine = 64;        // keeps per-thread scratch on its own cache lines
-constexpr int64_t kStaticCols = 8;  // up to this many columns: per-slot conversion, one phase
+constexpr int64_t kGemvCols = 8;  // up to this many columns: per-slot conversion, one phase
 constexpr int64_t kGemvRunsPerSlot = 4;  // GEMV: runs of rows per slot, for balance ...
 constexpr int64_t kGemvMinRows = 64;     // ... each long enough to stream (Q4_0, K 2048: 72 KB)
 constexpr int64_t kChunkRows = 64;  // GEMM chunk: 4 panels ...
@@ -94,7 +94,7 @@ size_t work_size(const Tensor& node, int nth) {
   const Tensor& x = *node.src[1];
   const DType wt = node.src[0]->type;
   const ActFormat act = wt == DType::kQ4_K || wt == DType::kQ6_K ? ActFormat::kQ8K : ActFormat::kQ8;
-  const size_t copies = x.ne[1] <= kStaticCols ? static_cast<size_t>(nth) : 1;
+  const size_t copies = x.ne[1] <= kGemvCols ? static_cast<size_t>(nth) : 1;
   const size_t fast = kLine + act_total(x, act) * copies;
   return std::max(ref_row_scratch(node) * static_cast<size_t>(nth), fast);
 }
@@ -155,11 +155,11 @@ struct Chunks {
 
 Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth) {
   Chunks c{};
-  c.dynamic = n > kStaticCols;
+  c.dynamic = n > kGemvCols;
   if (!c.dynamic) {  // GEMV: runs of rows (whole panels) taken from the counter
     c.cols = std::max<int64_t>(n, 1);
     const int64_t runs = nth == 1 ? 1 : kGemvRunsPerSlot * nth;
-    const int64_t per = std::max((m + runs - 1) / runs, nth == 1 ? m : kGemvMinRows);
+    const int64_t per = std::max((m + runs - 1) / runs, kGemvMinRows);
     c.rows = std::max<int64_t>(kPanelRows, (per + kPanelRows - 1) / kPanelRows * kPanelRows);
   } else {  // GEMM: >= 4 chunks per thread when the shape allows
     c.cols = std::min(n, kChunkCols);
@@ -223,20 +223,18 @@ void compute(Tensor& node, const OpContext& ctx) {
   }
   const Chunks ch = plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], ctx.nth);
   const bool convert = mk->act != ActFormat::kF32;
+  uint8_t* act = ctx.work + kLine;
   if (!ch.dynamic) {
     // GEMV: each slot converts the few columns itself, into its own copy,
     // so slots never wait for each other; then runs of rows from the counter.
-    uint8_t* act = ctx.work + kLine + act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
+    act += act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
     if (convert) convert_activations(x, *ctx.kernels, mk->act, act, {0, x.n_rows()});
   } else if (convert && ctx.phase == 0) {
     // GEMM: rows converted once, split over the slots (phase 0); then chunks
     // from the counter (the last phase).
-    convert_activations(x, *ctx.kernels, mk->act, ctx.work + kLine,
-                        split_rows(x.n_rows(), ctx.ith, ctx.nth));
+    convert_activations(x, *ctx.kernels, mk->act, act, split_rows(x.n_rows(), ctx.ith, ctx.nth));
     return;
   }
-  const uint8_t* act = ctx.work + kLine;
-  if (!ch.dynamic) act += act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
   std::atomic<int64_t>& next = *ctx.counter;
   for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < ch.total;
        i = next.fetch_add(1, std::memory_order_relaxed)) {
