@@ -34,6 +34,25 @@ TEST(ThreadPool, EverySlotRunsExactlyOnce) {
   }
 }
 
+// Jobs of changing slot counts back to back: a worker still finishing one
+// job must never take a slot of the next with the last job's state (once
+// that ran a slot twice and left the caller waiting forever).
+TEST(ThreadPool, JobsOfChangingSizesBackToBackRunEachSlotOnce) {
+  ThreadPool pool(3);
+  constexpr int kSizes[] = {6, 4, 2, 7, 3, 5};
+  for (int rep = 0; rep < 20000; ++rep) {
+    const int slots = kSizes[rep % 6];
+    std::atomic<uint32_t> seen{0};
+    std::atomic<int> twice{0};
+    pool.run([&](int slot, int n) {
+      ASSERT_EQ(n, slots);
+      if (seen.fetch_or(1u << slot) & (1u << slot)) twice.fetch_add(1);
+    }, slots);
+    ASSERT_EQ(seen.load(), (1u << slots) - 1) << "rep " << rep << ", " << slots << " slots";
+    ASSERT_EQ(twice.load(), 0) << "rep " << rep << ", " << slots << " slots";
+  }
+}
+
 TEST(ThreadPool, SlotsSpreadOverThreadsAndTheCallerTakesWhatIsLeft) {
   ThreadPool pool(2);
   // Slot work long enough that a woken worker gets some of it.

@@ -55,6 +55,9 @@ void wait_for(const std::atomic<T>& word, const Ready& ready) {
 
 uint32_t generation_of(uint64_t state) { return static_cast<uint32_t>(state >> 32); }
 
+// The slot field of a closed generation: above every slot count.
+constexpr uint64_t kNoSlot = 0xffffffffu;
+
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) { start(n_threads); }
@@ -116,10 +119,19 @@ void ThreadPool::run(const Job& job, int n_slots) {
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
     return;
   }
+  // Two generations per job. The first closes the last job: a worker still
+  // holding a state of it (all its slots claimed) must not read this job's
+  // slot count and claim a slot with it before the new state is stored; a
+  // claim now fails its compare-exchange, and the closed generation offers
+  // no slot. The second opens this job once its fields are written.
+  const uint32_t closed = generation_of(state_.load(std::memory_order_relaxed)) + 1;
+  // (n_slots_ is released and acquired so that a worker that sees the new
+  // count also sees the closed state in its compare-exchange.)
+  state_.store((uint64_t{closed} << 32) | kNoSlot, std::memory_order_relaxed);
   job_.store(&job, std::memory_order_relaxed);
-  n_slots_.store(n_slots, std::memory_order_relaxed);
+  n_slots_.store(n_slots, std::memory_order_release);
   done_.store(0, std::memory_order_relaxed);
-  const uint32_t gen = generation_of(state_.load(std::memory_order_relaxed)) + 1;
+  const uint32_t gen = closed + 1;
   state_.store(uint64_t{gen} << 32, std::memory_order_release);
   // Wake the workers the slots need; spinning ones see the new generation anyway.
   const auto needed = std::min<size_t>(static_cast<size_t>(n_slots - 1), workers_.size());
@@ -137,16 +149,16 @@ void ThreadPool::run(const Job& job, int n_slots) {
 void ThreadPool::take_slots(uint32_t gen) {
   uint64_t s = state_.load(std::memory_order_acquire);
   while (generation_of(s) == gen) {
-    const int n = n_slots_.load(std::memory_order_relaxed);
-    const auto slot = static_cast<int>(s & 0xffffffffu);
-    if (slot >= n) return;
+    const int n = n_slots_.load(std::memory_order_acquire);
+    const auto slot = static_cast<uint32_t>(s & kNoSlot);
+    if (slot >= static_cast<uint32_t>(n)) return;
     // Fails (and reloads s) if another thread claimed this slot or the job
     // ended and a new one began; n is then re-read with the new state.
     if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel,
                                       std::memory_order_acquire)) {
       continue;
     }
-    run_slot(slot, n);
+    run_slot(static_cast<int>(slot), n);
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == n) done_.notify_all();
     s = state_.load(std::memory_order_acquire);
   }
