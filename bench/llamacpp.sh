@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# llama.cpp's pp512 / tg128 on this machine, beside bench/run.sh's table: the
+# same synthesized models (run bench/run.sh first, or set CACHE), the same
+# method (one warm-up, REPS runs, mean ± sd, random token ids, tg after
+# DEPTH tokens in the cache). llama.cpp is node-llama-cpp's prebuilt CPU
+# build from the npm registry (it picks the variant for this CPU: AVX2,
+# AVX-512, AMX...), fetched once into the cache; bench/llamacpp_bench.c
+# drives it through libllama's C API. Needs npm and a C compiler.
+#
+#   bench/llamacpp.sh            # Q4_0 Q8_0 F16, threads 1,2, depths 0,2048
+#
+# Knobs (environment): SHAPE, TYPES, THREADS, DEPTHS, REPS, CACHE as run.sh;
+# NLC_VERSION (3.22.1).
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+SHAPE="${SHAPE:-tinyllama-1.1b}"
+TYPES="${TYPES:-q4_0 q8_0 f16}"
+THREADS="${THREADS:-1,2}"
+DEPTHS="${DEPTHS:-0,2048}"
+REPS="${REPS:-3}"
+CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
+NLC_VERSION="${NLC_VERSION:-3.22.1}"
+
+lib="$CACHE/llamacpp-$NLC_VERSION"
+bins="$lib/package/bins/linux-x64"
+if [[ ! -f "$bins/libllama.v0.5.0.so" ]]; then
+  echo "fetching @node-llama-cpp/linux-x64@$NLC_VERSION from npm into $lib ..." >&2
+  mkdir -p "$lib"
+  (cd "$lib" && npm pack --silent "@node-llama-cpp/linux-x64@$NLC_VERSION" >/dev/null &&
+    tar xzf node-llama-cpp-linux-x64-"$NLC_VERSION".tgz)
+fi
+llama_so="$(cd "$bins" && ls libllama.v*.so | head -1)"
+ggml_so="$(cd "$bins" && ls libggml.v*.so | head -1)"
+exe="$lib/llamacpp_bench"
+if [[ ! -x "$exe" || "$here/bench/llamacpp_bench.c" -nt "$exe" ]]; then
+  cc -O2 -std=c11 -o "$exe" "$here/bench/llamacpp_bench.c" -L"$bins" -l:"$llama_so" -l:"$ggml_so" \
+    -lm -Wl,-rpath,"$bins"
+fi
+
+echo "# llama.cpp (node-llama-cpp $NLC_VERSION prebuilt) — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) logical CPUs"
+echo
+echo "| model | threads | depth | pp512 t/s | tg128 t/s |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+for type in $TYPES; do
+  model="$CACHE/$SHAPE-$type.gguf"
+  if [[ ! -f "$model" ]]; then
+    echo "bench/llamacpp.sh: $model not found; run bench/run.sh first" >&2
+    exit 1
+  fi
+  for t in ${THREADS//,/ }; do
+    for d in ${DEPTHS//,/ }; do
+      variant="$( ( "$exe" "$model" "$t" "$d" "$REPS" "$bins" 2>"$lib/last.log" ) )" || {
+        echo "bench/llamacpp.sh: llama.cpp failed on $model (see $lib/last.log)" >&2
+        exit 1
+      }
+      IFS=$'\t' read -r _ _ ppm pps tgm tgs <<<"$variant"
+      echo "| $SHAPE $type | $t | $d | $ppm ± $pps | $tgm ± $tgs |"
+    done
+  done
+  backend="$(grep -m1 -o 'loaded CPU backend from .*' "$lib/last.log" | sed 's|.*/||' || true)"
+  echo "<!-- $type: llama.cpp's CPU variant: ${backend:-?} -->"
+done
