@@ -51,11 +51,11 @@ for type in $TYPES; do
   fi
   for t in ${THREADS//,/ }; do
     for d in ${DEPTHS//,/ }; do
-      variant="$( ( "$exe" "$model" "$t" "$d" "$REPS" "$bins" 2>"$lib/last.log" ) )" || {
+      row="$("$exe" "$model" "$t" "$d" "$REPS" "$bins" 2>"$lib/last.log")" || {
         echo "bench/llamacpp.sh: llama.cpp failed on $model (see $lib/last.log)" >&2
         exit 1
       }
-      IFS=$'\t' read -r _ _ ppm pps tgm tgs <<<"$variant"
+      IFS=$'\t' read -r _ _ ppm pps tgm tgs <<<"$row"
       echo "| $SHAPE $type | $t | $d | $ppm ± $pps | $tgm ± $tgs |"
     done
   done

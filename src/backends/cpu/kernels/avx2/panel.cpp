@@ -98,8 +98,9 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
         __m256i s[C];
         P::template block<C>(q, h, xb, s);
         for (int c = 0; c < C; ++c) {
-          acc[hh][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]),
-                                       _mm256_mul_ps(dw, _mm256_broadcast_ss(&xb[c]->d)), acc[hh][c]);
+          acc[hh][c] =
+              _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[c]),
+                              _mm256_mul_ps(dw, _mm256_broadcast_ss(&xb[c]->d)), acc[hh][c]);
         }
       }
     }
@@ -109,7 +110,8 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
       for (int c = 0; c < C && rows > 0; ++c) {
         float* o = out[c] + 8 * h;
         if (rows == 8) {
-          _mm256_storeu_ps(o, p.accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[hh][c]) : acc[hh][c]);
+          _mm256_storeu_ps(
+              o, p.accumulate ? _mm256_add_ps(_mm256_loadu_ps(o), acc[hh][c]) : acc[hh][c]);
           continue;
         }
         alignas(32) float tmp[8];
@@ -141,14 +143,18 @@ void gemv_q4_0(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
       const __m256i bhi = bcast4(xb->qs + 16 + 4 * l);
       s0a = _mm256_add_epi16(s0a, _mm256_maddubs_epi16(_mm256_and_si256(v0, m), blo));
       s1a = _mm256_add_epi16(s1a, _mm256_maddubs_epi16(_mm256_and_si256(v1, m), blo));
-      s0b = _mm256_add_epi16(s0b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m), bhi));
-      s1b = _mm256_add_epi16(s1b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m), bhi));
+      s0b = _mm256_add_epi16(
+          s0b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v0, 4), m), bhi));
+      s1b = _mm256_add_epi16(
+          s1b, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v1, 4), m), bhi));
     }
     const __m256i i0 = _mm256_madd_epi16(_mm256_add_epi16(s0a, s0b), ones);
     const __m256i i1 = _mm256_madd_epi16(_mm256_add_epi16(s1a, s1b), ones);
     const __m256 dx = _mm256_broadcast_ss(&xb->d);
-    const __m256 dw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b)));
-    const __m256 dw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b + 16)));
+    const __m256 dw0 =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b)));
+    const __m256 dw1 =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b + 16)));
     acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i0), _mm256_mul_ps(dw0, dx), acc0);
     acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(i1), _mm256_mul_ps(dw1, dx), acc1);
   }
@@ -171,68 +177,52 @@ struct Tiles {
   }
 };
 
-// Q8_0 GEMV over two panels at once, block by block: two forward streams in
-// flight instead of one, which the hardware prefetchers turn into more
-// outstanding lines per core. On a 2-vCPU Sapphire Rapids guest (this tier
+// Q8_0 GEMV over two panels at once (run_gemv_groups, panels.h). On a 2-vCPU Sapphire Rapids guest (this tier
 // forced) Q8_0 GEMV went from 0.66-0.77 to 0.84-0.95 of the ymm read probe
 // (four streams: 0.83-0.85). Q4_0 keeps gemv_q4_0, one panel: through the
 // generic block (broadcasts reloaded per half) two streams gained only
 // within noise there, and on a slow Zen 3 its GEMV was bound by arithmetic.
 constexpr int kStreams = 2;
 
-template <class P, int N>
-void gemv_panels(const MatArgs& a, int64_t p0) {
-  const int64_t nb = a.k / kQK;
-  const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
-  const uint8_t* scales[N];
-  const uint8_t* quants[N];
-  for (int i = 0; i < N; ++i) {
-    scales[i] = a.w + static_cast<size_t>(p0 + i) * a.w_stride;
-    quants[i] = scales[i] + static_cast<size_t>(nb) * kPanelRows * 2;
-  }
-  __m256 acc[N][2];
-  for (auto& v : acc) v[0] = v[1] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ8* xb[1] = {x + b};
-    const __m256 dx = _mm256_broadcast_ss(&x[b].d);
+template <class P>
+struct GemvGroup {
+  template <int N>
+  static void run(const MatArgs& a, int64_t p0) {
+    const int64_t nb = a.k / kQK;
+    const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
+    const uint8_t* scales[N];
+    const uint8_t* quants[N];
     for (int i = 0; i < N; ++i) {
-      const uint8_t* q = quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
-      prefetch_block<P::kQuantBytes>(scales[i], q, b);
-      for (int h = 0; h < 2; ++h) {
-        __m256i s[1];
-        P::template block<1>(q, h, xb, s);
-        const __m256 dw = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales[i] + 32 * b + 16 * h)));
-        acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[0]), _mm256_mul_ps(dw, dx), acc[i][h]);
+      scales[i] = panel_scales(a, p0 + i);
+      quants[i] = panel_quants(a, p0 + i);
+    }
+    __m256 acc[N][2];
+    for (auto& v : acc) v[0] = v[1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ8* xb[1] = {x + b};
+      const __m256 dx = _mm256_broadcast_ss(&x[b].d);
+      for (int i = 0; i < N; ++i) {
+        const uint8_t* q = quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
+        prefetch_block<P::kQuantBytes>(scales[i], q, b);
+        for (int h = 0; h < 2; ++h) {
+          __m256i s[1];
+          P::template block<1>(q, h, xb, s);
+          const __m256 dw = _mm256_cvtph_ps(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales[i] + 32 * b + 16 * h)));
+          acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[0]), _mm256_mul_ps(dw, dx), acc[i][h]);
+        }
       }
     }
+    for (int i = 0; i < N; ++i) {
+      alignas(32) float tmp[kPanelRows];
+      _mm256_store_ps(tmp, acc[i][0]);
+      _mm256_store_ps(tmp + 8, acc[i][1]);
+      const int64_t r0 = (p0 + i) * kPanelRows;
+      const int64_t valid = min_i64(a.rows - r0, kPanelRows);
+      std::memcpy(a.out + r0, tmp, static_cast<size_t>(valid) * sizeof(float));
+    }
   }
-  for (int i = 0; i < N; ++i) {
-    alignas(32) float tmp[kPanelRows];
-    _mm256_store_ps(tmp, acc[i][0]);
-    _mm256_store_ps(tmp + 8, acc[i][1]);
-    const int64_t r0 = (p0 + i) * kPanelRows;
-    const int64_t valid = min_i64(a.rows - r0, kPanelRows);
-    std::memcpy(a.out + r0, tmp, static_cast<size_t>(valid) * sizeof(float));
-  }
-}
-
-template <class P>
-void run_panels(const MatArgs& a) {
-  if (a.cols != 1 || a.k < kQK) {
-    PanelLoop<Tiles<P>>::run(a);
-    return;
-  }
-  const int64_t panels = (a.rows + kPanelRows - 1) / kPanelRows;
-  int64_t p = 0;
-  for (; p + kStreams <= panels; p += kStreams) gemv_panels<P, kStreams>(a, p);
-  if (p == panels) return;
-  MatArgs rest = a;  // the last panels, one at a time (the single-panel tiles)
-  rest.w += static_cast<size_t>(p) * a.w_stride;
-  rest.rows -= p * kPanelRows;
-  rest.out += p * kPanelRows;
-  PanelLoop<Tiles<P>>::run(rest);
-}
+};
 
 }  // namespace
 
@@ -240,7 +230,7 @@ void mat_q4_0_panel(const MatArgs& a) {
   PanelLoop<Tiles<PanelQ4_0>>::run(a);
 }
 void mat_q8_0_panel(const MatArgs& a) {
-  run_panels<PanelQ8_0>(a);
+  run_gemv_groups<Tiles<PanelQ8_0>, GemvGroup<PanelQ8_0>, kStreams>(a);
 }
 
 }  // namespace tessera::cpu::avx2

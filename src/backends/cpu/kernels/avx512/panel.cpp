@@ -92,73 +92,62 @@ struct Tiles {
   }
 };
 
-// GEMV over kStreams panels at once, block by block: kStreams forward
-// streams in flight instead of one, which the hardware prefetchers turn into
-// more outstanding lines per core (one panel at a time read ~0.87 of a plain
-// read on one Sapphire Rapids core; the F16 GEMV, 4 row streams, ~0.97).
-// The activation block's broadcasts are loaded once for all kStreams panels.
+// GEMV over kStreams panels at once (run_gemv_groups, panels.h); the
+// activation block's broadcasts are loaded once for all of them. One panel
+// at a time read ~0.87 of the zmm read probe on one Sapphire Rapids core.
 constexpr int kStreams = 4;
 
-template <class P, int N>
-void gemv_panels(const MatArgs& a, int64_t p0) {
-  const int64_t nb = a.k / kQK;
-  const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
-  const uint8_t* scales[N];
-  const uint8_t* quants[N];
-  for (int i = 0; i < N; ++i) {
-    scales[i] = a.w + static_cast<size_t>(p0 + i) * a.w_stride;
-    quants[i] = scales[i] + static_cast<size_t>(nb) * kPanelRows * 2;
-  }
-  __m512 acc[N];
-  for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockQ8& xb = x[b];
-    __m512i xv[kGroups];
-    for (int g = 0; g < kGroups; ++g) xv[g] = bcast4(xb.qs + 4 * g);
-    const __m512i init = _mm512_set1_epi32(-P::kOffset * xb.sum);
-    const __m512 dx = _mm512_set1_ps(xb.d);
+template <class P>
+struct GemvGroup {
+  template <int N>
+  static void run(const MatArgs& a, int64_t p0) {
+    const int64_t nb = a.k / kQK;
+    const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
+    const uint8_t* scales[N];
+    const uint8_t* quants[N];
     for (int i = 0; i < N; ++i) {
-      const uint8_t* q = quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
-      prefetch_block<P::kQuantBytes>(scales[i], q, b);
-      __m512i w[kGroups];
-      P::unpack(q, w);
-      const __m512 dw = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[i] + 32 * b)));
-      __m512i s = init, t = _mm512_setzero_si512();
-      for (int g = 0; g < kGroups; g += 2) {
-        s = _mm512_dpbusd_epi32(s, w[g], xv[g]);
-        t = _mm512_dpbusd_epi32(t, w[g + 1], xv[g + 1]);
+      scales[i] = panel_scales(a, p0 + i);
+      quants[i] = panel_quants(a, p0 + i);
+    }
+    __m512 acc[N];
+    for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ8& xb = x[b];
+      __m512i xv[kGroups];
+      for (int g = 0; g < kGroups; ++g) xv[g] = bcast4(xb.qs + 4 * g);
+      const __m512i init = _mm512_set1_epi32(-P::kOffset * xb.sum);
+      const __m512 dx = _mm512_set1_ps(xb.d);
+      for (int i = 0; i < N; ++i) {
+        const uint8_t* q = quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
+        prefetch_block<P::kQuantBytes>(scales[i], q, b);
+        __m512i w[kGroups];
+        P::unpack(q, w);
+        const __m512 dw = _mm512_cvtph_ps(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[i] + 32 * b)));
+        __m512i s = init, t = _mm512_setzero_si512();
+        for (int g = 0; g < kGroups; g += 2) {
+          s = _mm512_dpbusd_epi32(s, w[g], xv[g]);
+          t = _mm512_dpbusd_epi32(t, w[g + 1], xv[g + 1]);
+        }
+        acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s, t)), _mm512_mul_ps(dw, dx),
+                                 acc[i]);
       }
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s, t)), _mm512_mul_ps(dw, dx),
-                               acc[i]);
+    }
+    for (int i = 0; i < N; ++i) {
+      const int64_t r0 = (p0 + i) * kPanelRows;
+      const auto valid = static_cast<int>(min_i64(a.rows - r0, kPanelRows));
+      _mm512_mask_storeu_ps(a.out + r0, static_cast<__mmask16>((1u << valid) - 1), acc[i]);
     }
   }
-  for (int i = 0; i < N; ++i) {
-    const int64_t r0 = (p0 + i) * kPanelRows;
-    const auto valid = static_cast<int>(min_i64(a.rows - r0, kPanelRows));
-    _mm512_mask_storeu_ps(a.out + r0, static_cast<__mmask16>((1u << valid) - 1), acc[i]);
-  }
-}
-
-template <class P>
-void run_panels(const MatArgs& a) {
-  if (a.cols != 1 || a.k < kQK) {
-    PanelLoop<Tiles<P>>::run(a);
-    return;
-  }
-  const int64_t panels = (a.rows + kPanelRows - 1) / kPanelRows;
-  int64_t p = 0;
-  for (; p + kStreams <= panels; p += kStreams) gemv_panels<P, kStreams>(a, p);
-  for (; p < panels; ++p) gemv_panels<P, 1>(a, p);
-}
+};
 
 }  // namespace
 
 void mat_q4_0_panel(const MatArgs& a) {
-  run_panels<PanelQ4_0>(a);
+  run_gemv_groups<Tiles<PanelQ4_0>, GemvGroup<PanelQ4_0>, kStreams>(a);
 }
 void mat_q8_0_panel(const MatArgs& a) {
-  run_panels<PanelQ8_0>(a);
+  run_gemv_groups<Tiles<PanelQ8_0>, GemvGroup<PanelQ8_0>, kStreams>(a);
 }
 
 }  // namespace tessera::cpu::avx512

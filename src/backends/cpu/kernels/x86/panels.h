@@ -28,7 +28,7 @@ inline constexpr size_t kPrefetchBytes = 8192;
 template <size_t kQuantBytes>
 inline void prefetch_block(const uint8_t* scales, const uint8_t* quants, int64_t b) {
   constexpr int64_t kAhead = kPrefetchBytes / kQuantBytes;  // blocks
-  for (size_t l = 0; l < kQuantBytes; l += 128) {  // the pair line comes along
+  for (size_t l = 0; l < kQuantBytes; l += 128) {           // the pair line comes along
     _mm_prefetch(reinterpret_cast<const char*>(quants + kPrefetchBytes + l), _MM_HINT_T0);
   }
   if (b % 2 == 0) {  // 32 bytes of scales per block: one line per two blocks
@@ -44,6 +44,14 @@ struct PanelSpan {
   int valid;        // rows of the panel to write (the last panel may be partial)
   bool accumulate;  // add to what out holds (a later K slice) instead of storing
 };
+
+// Panel p's f16 scales ([blocks][16]) and the quants after them (repack.h).
+inline const uint8_t* panel_scales(const MatArgs& a, int64_t p) {
+  return a.w + static_cast<size_t>(p) * a.w_stride;
+}
+inline const uint8_t* panel_quants(const MatArgs& a, int64_t p) {
+  return panel_scales(a, p) + static_cast<size_t>(a.k / kQK) * kPanelRows * 2;
+}
 
 // GEMM walks K in slices of this many blocks (Q8_0: 34 KiB of one panel, Q4_0:
 // 18 KiB), so the slice stays in L1 while every column group passes over it.
@@ -67,9 +75,8 @@ struct PanelLoop {
     float* out[T::kMaxCols];
     for (int64_t b0 = 0; b0 < (nb > 0 ? nb : 1); b0 += slice) {
       for (int64_t r0 = 0; r0 < a.rows; r0 += kPanelRows) {
-        const uint8_t* panel = a.w + static_cast<size_t>(r0 / kPanelRows) * a.w_stride;
-        PanelSpan span{panel,
-                       panel + static_cast<size_t>(nb) * kPanelRows * 2,
+        PanelSpan span{panel_scales(a, r0 / kPanelRows),
+                       panel_quants(a, r0 / kPanelRows),
                        b0,
                        min_i64(nb, b0 + slice),
                        static_cast<int>(min_i64(a.rows - r0, kPanelRows)),
@@ -88,6 +95,28 @@ struct PanelLoop {
     }
   }
 };
+
+// A one-column GEMV in groups of kN panels read at once, block by block
+// (Group::template run<kN>(a, p0) reads panels p0 .. p0 + kN - 1): kN forward
+// streams in flight instead of one, which a core's hardware prefetchers turn
+// into more outstanding lines. The panels left over, and every other shape,
+// go through PanelLoop<T>.
+template <class T, class Group, int kN>
+void run_gemv_groups(const MatArgs& a) {
+  if (a.cols != 1 || a.k < kQK) {
+    PanelLoop<T>::run(a);
+    return;
+  }
+  const int64_t panels = (a.rows + kPanelRows - 1) / kPanelRows;
+  int64_t p = 0;
+  for (; p + kN <= panels; p += kN) Group::template run<kN>(a, p);
+  if (p == panels) return;
+  MatArgs rest = a;
+  rest.w = panel_scales(a, p);
+  rest.rows -= p * kPanelRows;
+  rest.out += p * kPanelRows;
+  PanelLoop<T>::run(rest);
+}
 
 }  // namespace
 }  // namespace tessera::cpu
