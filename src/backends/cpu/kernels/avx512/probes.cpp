@@ -36,9 +36,11 @@ int32_t dpbusd(int64_t rounds) {
   for (int64_t i = 0; i < rounds; ++i) {
     for (int c = 0; c < kChains; ++c) acc[c] = _mm512_dpbusd_epi32(acc[c], u, s);
   }
+  // Lane 0 of the vector sum: the lanes have wrapped long before (vector adds
+  // wrap; a scalar reduction of them would be signed overflow).
   __m512i t = acc[0];
   for (int c = 1; c < kChains; ++c) t = _mm512_add_epi32(t, acc[c]);
-  return _mm512_reduce_add_epi32(t);
+  return _mm_cvtsi128_si32(_mm512_castsi512_si128(t));
 }
 
 float dpbf16(int64_t rounds) {
