@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <future>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -12,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/server.h"
 #include "tools/run_command.h"
 #include "tools/server_process.h"
 
@@ -389,6 +392,28 @@ TEST(ServerShutdown, SigtermEndsAStreamCleanlyAndExits) {
   client.join();
   EXPECT_NE(raw.find("\"finish_reason\":\"stop\""), std::string::npos);
   EXPECT_NE(raw.rfind("data: [DONE]"), std::string::npos);
+}
+
+// `tessera serve` stops its listener at once when the model fails to load.
+// httplib's stop() does nothing before its listen loop has begun; the
+// listener must end whichever of stop() and listen() comes first.
+TEST(ServerStartup, StopEndsTheListenerWhicheverComesFirst) {
+  for (bool stop_first : {true, false}) {
+    for (int rep = 0; rep < 20; ++rep) {
+      server::ServerOptions options;
+      options.port = 0;
+      server::Server http(options);
+      ASSERT_GT(http.bind(), 0);
+      if (stop_first) http.stop();
+      auto listener = std::async(std::launch::async, [&] { http.listen(); });
+      if (!stop_first) http.stop();
+      const bool ended =
+          listener.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+      if (!ended) http.stop();  // the loop runs now: let it go, and fail
+      ASSERT_TRUE(ended) << (stop_first ? "stop() then listen()" : "listen() then stop()")
+                         << ", rep " << rep;
+    }
+  }
 }
 
 TEST(ServerStartup, ABadModelIsAClearErrorAndExit) {

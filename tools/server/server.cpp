@@ -2,10 +2,12 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <mutex>
 #include <random>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -77,6 +79,12 @@ std::string base64(const uint8_t* p, size_t n) {
 struct Server::Impl {
   ServerOptions options;
   httplib::Server http;
+  // httplib's stop() does nothing until its listen loop has begun, so a
+  // stop() that came first (a model that fails to load at once) left
+  // listen() serving forever. listen() and stop() meet under this mutex.
+  std::mutex listen_mutex;
+  bool listening = false, stopped = false;
+  std::atomic<bool> listen_returned{false};
   std::atomic<bool> ready{false};
   std::mutex state_mutex;
   std::string load_error;
@@ -529,10 +537,30 @@ int Server::bind() {
   return s.options.port;
 }
 
-void Server::listen() { impl_->http.listen_after_bind(); }
+void Server::listen() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.listen_mutex);
+    if (s.stopped) return;
+    s.listening = true;
+  }
+  s.http.listen_after_bind();
+  s.listen_returned.store(true, std::memory_order_release);
+}
 
 void Server::stop() {
-  if (impl_) impl_->http.stop();
+  if (!impl_) return;
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.listen_mutex);
+    s.stopped = true;
+    if (!s.listening) return;  // a later listen() returns at once
+  }
+  // listen() is in, or about to enter, httplib's loop: wait for the loop.
+  while (!s.http.is_running() && !s.listen_returned.load(std::memory_order_acquire)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  s.http.stop();
 }
 
 void Server::attach(const Model& model, const Tokenizer& tokenizer, Generator& generator,
