@@ -38,6 +38,7 @@ flags="$(grep -m1 '^flags' /proc/cpuinfo)"
 tier=ref
 [[ "$flags" == *" avx2 "* && "$flags" == *" fma "* ]] && tier=avx2
 [[ "$flags" == *avx512_vnni* && "$flags" == *avx512_bf16* ]] && tier=avx512
+[[ "$tier" == avx512 && "$flags" == *amx_int8* ]] && tier=amx
 tier="${TESSERA_CPU_ISA:-$tier}"
 echo "# tier: $tier; shape $SHAPE; pp$P, tg$N, depths $DEPTHS, threads $THREADS, $REPS repetitions"
 echo

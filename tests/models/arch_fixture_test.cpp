@@ -39,7 +39,7 @@ std::string case_name(const ::testing::TestParamInfo<TierCase>& info) {
 std::vector<TierCase> all_cases() {
   std::vector<TierCase> out;
   for (const std::string& arch : testing::kFixtureArchs) {
-    for (cpu::Isa isa : {cpu::Isa::kRef, cpu::Isa::kAvx2, cpu::Isa::kAvx512}) {
+    for (cpu::Isa isa : cpu::kAllIsas) {
       out.push_back({arch, isa});
     }
   }

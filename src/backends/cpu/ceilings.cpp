@@ -19,7 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kReadBytes = size_t{256} << 20;  // far past any L3
-constexpr int64_t kRounds = int64_t{1} << 21;      // ~5-10 ms of FMA / dot chains
+constexpr int64_t kRounds = int64_t{1} << 21;     // ~5-10 ms of FMA / dot chains
 constexpr int kTries = 3;
 
 // Seconds for fn(ith) on every thread, best of kTries.
@@ -68,7 +68,8 @@ double read_gbs_with(Isa isa, int threads) {
   std::atomic<uint64_t> sink{0};
   const double s = best_seconds(threads, [&](int ith) {
     const uint8_t* q = p + slice * static_cast<size_t>(ith);
-    const uint64_t v = isa == Isa::kAvx512 ? probes::avx512::read_bytes(q, slice)
+    const bool zmm = isa == Isa::kAvx512 || isa == Isa::kAmx;
+    const uint64_t v = zmm                 ? probes::avx512::read_bytes(q, slice)
                        : isa == Isa::kAvx2 ? probes::avx2::read_bytes(q, slice)
                                            : read_bytes_ref(q, slice);
     sink.fetch_xor(v, std::memory_order_relaxed);
@@ -83,7 +84,8 @@ double read_gbs_with(Isa isa, int threads) {
 // let avx512 rows claim ~100% of a bandwidth the machine exceeds.
 double read_gbs(Isa isa, int threads) {
   const double own = read_gbs_with(isa, threads);
-  return isa == Isa::kAvx512 ? std::max(own, read_gbs_with(Isa::kAvx2, threads)) : own;
+  return isa == Isa::kAvx512 || isa == Isa::kAmx ? std::max(own, read_gbs_with(Isa::kAvx2, threads))
+                                                 : own;
 }
 
 // Operations per second of `probe` (ops_per_round per round per thread).
@@ -109,10 +111,15 @@ Ceilings measure_ceilings(Isa isa, int threads) {
     c.fma_gflops = peak(threads, kC * 8 * 2, probes::avx2::fma);
     c.int8_gops = peak(threads, kC * 32 * 2, probes::avx2::maddubs);
     c.int8_how = "vpmaddubsw + vpmaddwd, ymm";
-  } else if (isa == Isa::kAvx512) {
+  } else if (isa == Isa::kAvx512 || isa == Isa::kAmx) {
     c.fma_gflops = peak(threads, kC * 16 * 2, probes::avx512::fma);
-    c.int8_gops = peak(threads, kC * 64 * 2, probes::avx512::dpbusd);
-    c.int8_how = "vpdpbusd, zmm (AVX-512 VNNI)";
+    if (isa == Isa::kAmx) {  // the instruction its Q4_0 / Q8_0 GEMMs run on
+      c.int8_gops = peak(threads, 16 * 16 * 64 * 2.0, probes::amx::tdpbssd);
+      c.int8_how = "tdpbssd, AMX-INT8 tiles";
+    } else {
+      c.int8_gops = peak(threads, kC * 64 * 2, probes::avx512::dpbusd);
+      c.int8_how = "vpdpbusd, zmm (AVX-512 VNNI)";
+    }
     c.bf16_gflops = peak(threads, kC * 32 * 2, probes::avx512::dpbf16);
   } else {
     c.int8_how = "none: the scalar reference tier";

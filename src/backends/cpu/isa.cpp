@@ -1,6 +1,8 @@
 #include "backends/cpu/isa.h"
 
 #include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <string>
@@ -14,7 +16,24 @@ struct Features {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Zen 5)
+  bool amx_int8 = false;  // AMX-TILE + AMX-INT8, tile state enabled by the OS
 };
+
+// Linux lends a process the AMX tile data state only on request
+// (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, Linux 5.16+); a
+// tile instruction without it faults. Asked once; false where refused.
+bool amx_permitted() {
+#if defined(__linux__) && defined(__x86_64__)
+  static const bool ok = [] {
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return ok;
+#else
+  return false;
+#endif
+}
 
 // Reads CPUID leaves 1 and 7, and checks the OS saves the wide registers (XCR0).
 Features detect() {
@@ -36,6 +55,9 @@ Features detect() {
   f.avx512bw = zmm && ((b >> 30) & 1);
   f.avx512vl = zmm && ((b >> 31) & 1);
   f.avx512vnni = zmm && ((c >> 11) & 1);
+  // XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA): the OS saves tile state.
+  const bool tiles = zmm && ((xcr0_lo >> 17) & 3) == 3;
+  f.amx_int8 = tiles && ((d >> 24) & 1) && ((d >> 25) & 1);
   unsigned a1, b1, c1, d1;
   if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) {
     f.avx512bf16 = zmm && ((a1 >> 5) & 1);
@@ -47,11 +69,15 @@ Features detect() {
 
 bool supported(Isa isa, const Features& f) {
   switch (isa) {
-    case Isa::kRef: return true;
-    case Isa::kAvx2: return f.avx2 && f.fma && f.f16c;
+    case Isa::kRef:
+      return true;
+    case Isa::kAvx2:
+      return f.avx2 && f.fma && f.f16c;
     case Isa::kAvx512:
-      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl &&
-             f.avx512vnni && f.avx512bf16;
+      return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni &&
+             f.avx512bf16;
+    case Isa::kAmx:
+      return supported(Isa::kAvx512, f) && f.amx_int8 && amx_permitted();
   }
   return false;
 }
@@ -65,15 +91,20 @@ bool has_avx_vnni() {
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
-    case Isa::kRef: return "ref";
-    case Isa::kAvx2: return "avx2";
-    case Isa::kAvx512: return "avx512";
+    case Isa::kRef:
+      return "ref";
+    case Isa::kAvx2:
+      return "avx2";
+    case Isa::kAvx512:
+      return "avx512";
+    case Isa::kAmx:
+      return "amx";
   }
   return "?";
 }
 
 std::optional<Isa> isa_from_name(std::string_view name) {
-  for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (isa_name(isa) == name) return isa;
   }
   return std::nullopt;
@@ -82,7 +113,7 @@ std::optional<Isa> isa_from_name(std::string_view name) {
 std::vector<Isa> supported_isas() {
   const Features f = detect();
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kRef, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (supported(isa, f)) out.push_back(isa);
   }
   return out;
@@ -94,13 +125,12 @@ Isa default_isa() {
     const std::optional<Isa> wanted = isa_from_name(env);
     if (!wanted) {
       fail(ErrorCategory::kInvalidArgument,
-           "[TESSERA_CPU_ISA] found '{}', expected ref, avx2 or avx512", env);
+           "[TESSERA_CPU_ISA] found '{}', expected ref, avx2, avx512 or amx", env);
     }
     for (Isa t : tiers) {
       if (t == *wanted) return t;
     }
-    fail(ErrorCategory::kUnsupported, "[TESSERA_CPU_ISA] this CPU cannot run the {} tier",
-         env);
+    fail(ErrorCategory::kUnsupported, "[TESSERA_CPU_ISA] this CPU cannot run the {} tier", env);
   }
   return tiers.back();
 }

@@ -1,6 +1,6 @@
 // Instruction-set tiers of the CPU backend. Every tier's kernels are built in
 // per-ISA source files with their own flags; a CPU device runs one tier,
-// chosen at start from the CPU's features (TESSERA_CPU_ISA=ref|avx2|avx512
+// chosen at start from the CPU's features (TESSERA_CPU_ISA=ref|avx2|avx512|amx
 // overrides it), so tests can run every tier this machine supports.
 #pragma once
 
@@ -10,9 +10,11 @@
 
 namespace tessera::cpu {
 
-enum class Isa { kRef, kAvx2, kAvx512 };
+// kAmx is the avx512 tier with its Q4_0 / Q8_0 GEMMs on AMX-INT8 tiles.
+enum class Isa { kRef, kAvx2, kAvx512, kAmx };
+inline constexpr Isa kAllIsas[] = {Isa::kRef, Isa::kAvx2, Isa::kAvx512, Isa::kAmx};
 
-std::string_view isa_name(Isa isa);  // "ref", "avx2", "avx512"
+std::string_view isa_name(Isa isa);  // "ref", "avx2", "avx512", "amx"
 std::optional<Isa> isa_from_name(std::string_view name);
 // Tiers this CPU can run, "ref" first.
 std::vector<Isa> supported_isas();

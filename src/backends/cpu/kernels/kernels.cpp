@@ -1,5 +1,7 @@
 #include "backends/cpu/kernels/kernels.h"
 
+#include "backends/cpu/kernels/amx/amx.h"
+
 namespace tessera::cpu {
 
 // Each defined in its tier's own translation units.
@@ -15,6 +17,16 @@ const Kernels& kernels_for(Isa isa) {
       return kAvx2Kernels;
     case Isa::kAvx512:
       return kAvx512Kernels;
+    case Isa::kAmx: {
+      static const Kernels amx = [] {
+        Kernels k = kAvx512Kernels;
+        k.isa = Isa::kAmx;
+        k.q4_0_panel.run = amx::mat_q4_0_panel;
+        k.q8_0_panel.run = amx::mat_q8_0_panel;
+        return k;
+      }();
+      return amx;
+    }
   }
   return kRefKernels;
 }

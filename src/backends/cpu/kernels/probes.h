@@ -27,4 +27,11 @@ int32_t dpbusd(int64_t rounds);  // kChains zmm vpdpbusd: 64 MACs each
 float dpbf16(int64_t rounds);    // kChains zmm vdpbf16ps: 32 MACs each
 }  // namespace avx512
 
+namespace amx {
+// `rounds` tdpbssd (16 x 16 x 64 MACs each, ~16 cycles), spread over
+// kAmxChains independent C tiles. Configures the tiles itself and releases them.
+inline constexpr int kAmxChains = 6;
+int32_t tdpbssd(int64_t rounds);
+}  // namespace amx
+
 }  // namespace tessera::cpu::probes

@@ -16,7 +16,12 @@ set(TESSERA_CPU_AVX512_SOURCES
   backends/cpu/kernels/avx512/table.cpp
   backends/cpu/kernels/avx512/probes.cpp
 )
+set(TESSERA_CPU_AMX_SOURCES
+  backends/cpu/kernels/amx/panel.cpp
+  backends/cpu/kernels/amx/probes.cpp
+)
 list(APPEND TESSERA_CPU_KERNEL_SOURCES ${TESSERA_CPU_AVX2_SOURCES} ${TESSERA_CPU_AVX512_SOURCES}
+  ${TESSERA_CPU_AMX_SOURCES}
   backends/cpu/kernels/avx2/probes_vnni.cpp)
 
 # Flags match the tier checks in isa.cpp: a tier is only run where cpuid has them all.
@@ -24,6 +29,8 @@ set_source_files_properties(${TESSERA_CPU_AVX2_SOURCES} PROPERTIES
   COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
 set_source_files_properties(${TESSERA_CPU_AVX512_SOURCES} PROPERTIES
   COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512bf16")
+set_source_files_properties(${TESSERA_CPU_AMX_SOURCES} PROPERTIES
+  COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512bf16;-mamx-tile;-mamx-int8")
 # A ceiling probe for a feature no tier needs: run only where cpuid reports it.
 set_source_files_properties(backends/cpu/kernels/avx2/probes_vnni.cpp PROPERTIES
   COMPILE_OPTIONS "-mavx2;-mavxvnni")

@@ -1,0 +1,19 @@
+// The amx tier: the avx512 tier's table with its panel GEMMs on AMX-INT8
+// tiles (kernels_for builds it from kAvx512Kernels). This folder's
+// translation units are built with the avx512 flags plus AMX-TILE/INT8.
+#pragma once
+
+#include <cstdint>
+
+#include "backends/cpu/kernels/kernels.h"
+
+namespace tessera::cpu::amx {
+
+// Fewer columns than this go to the avx512 kernels (GEMV shapes: a tile's
+// rows would sit mostly empty).
+inline constexpr int64_t kMinCols = 9;
+
+void mat_q4_0_panel(const MatArgs& a);
+void mat_q8_0_panel(const MatArgs& a);
+
+}  // namespace tessera::cpu::amx
