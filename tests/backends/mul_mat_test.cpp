@@ -9,6 +9,8 @@
 // The device refuses ops that would read panels as plain bytes.
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <memory>
 #include <tuple>
 
 #include "backends/cpu/cpu_backend.h"
@@ -162,10 +164,9 @@ TEST(MulMatThreads, ResultsDoNotDependOnTheThreadCount) {
     for (const Shape& s :
          {Shape{100, 3, 1, 1, 2, 1}, Shape{300, 1, 1, 1, 1, 1}, Shape{75, 90, 1, 1, 1, 1}}) {
       const int64_t wrows = s.m * s.w2 * s.w3;
-      const std::vector<uint8_t> wq = testing::to_type(
-          type, random_floats(static_cast<size_t>(wrows * k), rng), wrows, k);
-      const std::vector<float> xv =
-          random_floats(static_cast<size_t>(s.n * s.x2 * s.x3 * k), rng);
+      const std::vector<uint8_t> wq =
+          testing::to_type(type, random_floats(static_cast<size_t>(wrows * k), rng), wrows, k);
+      const std::vector<float> xv = random_floats(static_cast<size_t>(s.n * s.x2 * s.x3 * k), rng);
       std::vector<float> first;
       for (int threads : {1, 2, 3}) {
         d.set_threads(threads);
@@ -180,6 +181,64 @@ TEST(MulMatThreads, ResultsDoNotDependOnTheThreadCount) {
         }
       }
     }
+  }
+}
+
+// MUL_MATs of one input share its quantized copy: the device keeps a GEMM's
+// converted activations for the next MUL_MAT of the same input and format
+// (Q8 for Q8_0 / Q4_0, Q8_K for Q4_K). Each result must be, bit for bit,
+// what that matmul gives alone; a format change converts afresh; and a node
+// that writes over the input in between drops the copy.
+TEST(MulMatShared, MatmulsOfOneInputGiveWhatEachGivesAlone) {
+  const uint32_t seed = fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937 rng(seed);
+  CpuBackend backend(2);
+  CpuDevice& d = backend.cpu_device();
+  const Isa best = testing::tiers().back();
+  const int64_t k = 512, m = 48, n = 40;  // n > 8 columns: the GEMM path
+  const Shape shape{m, n, 1, 1, 1, 1};
+  const std::vector<float> xv = random_floats(static_cast<size_t>(n * k), rng);
+  const std::vector<float> zv = random_floats(static_cast<size_t>(n * k), rng);
+  // The last matmul reads x after a copy of z over it.
+  const DType types[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ8_0, DType::kQ8_0};
+  constexpr size_t kAfterCopy = 4;
+  std::vector<std::vector<uint8_t>> wq;
+  std::vector<std::vector<float>> alone;
+  for (size_t i = 0; i < std::size(types); ++i) {
+    wq.push_back(testing::to_type(types[i], random_floats(static_cast<size_t>(m * k), rng), m, k));
+    alone.push_back(run_mul_mat(d, best, d.weights_buffer_type(), types[i], k, shape, wq[i],
+                                i == kAfterCopy ? zv : xv));
+  }
+
+  Graph g;
+  Tensor* x = g.new_tensor(DType::kF32, {k, n}, "x");
+  Tensor* z = g.new_tensor(DType::kF32, {k, n}, "z");
+  BufferType& host = d.buffer_type();
+  BufferType& wtype = d.weights_buffer_type();
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  const auto place = [&](BufferType& bt, Tensor* t, const void* bytes) {
+    buffers.push_back(bt.allocate(bt.alloc_size(*t)));
+    buffers.back()->place(*t, 0);
+    if (bytes != nullptr) buffers.back()->set_tensor(*t, bytes);
+  };
+  place(host, x, xv.data());
+  place(host, z, zv.data());
+  std::vector<Tensor*> nodes, ys;
+  for (size_t i = 0; i < std::size(types); ++i) {
+    if (i == kAfterCopy) nodes.push_back(ops::cpy(g, z, x));  // writes z's values into x
+    Tensor* w = g.new_tensor(types[i], {k, m}, "w");
+    place(wtype, w, wq[i].data());
+    ys.push_back(ops::mul_mat(g, w, x));
+    place(host, ys.back(), nullptr);
+    nodes.push_back(ys.back());
+  }
+  d.set_isa(best);
+  d.compute(nodes);
+  for (size_t i = 0; i < ys.size(); ++i) {
+    std::vector<float> got(static_cast<size_t>(m * n));
+    ys[i]->buffer->get_tensor(*ys[i], got.data());
+    EXPECT_EQ(got, alone[i]) << "matmul " << i << " (" << dtype_name(types[i]) << ")";
   }
 }
 

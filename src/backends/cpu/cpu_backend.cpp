@@ -39,7 +39,8 @@ class CpuStream final : public Stream {
 // once; only what ops use is ever committed.
 size_t scratch_limit() {
   const size_t free = host::host_free_bytes();
-  return free > host::kHugePageSize ? free / host::kHugePageSize * host::kHugePageSize : host::kHugePageSize;
+  return free > host::kHugePageSize ? free / host::kHugePageSize * host::kHugePageSize
+                                    : host::kHugePageSize;
 }
 
 }  // namespace
@@ -79,17 +80,25 @@ void CpuDevice::set_isa(Isa isa) {
   fail(ErrorCategory::kUnsupported, "[CPU0] this CPU cannot run the {} tier", isa_name(isa));
 }
 
-MemoryInfo CpuDevice::memory() const { return {host::host_free_bytes(), host::host_total_bytes()}; }
+MemoryInfo CpuDevice::memory() const {
+  return {host::host_free_bytes(), host::host_total_bytes()};
+}
 
 DeviceCaps CpuDevice::caps() const {
   return {.async = false, .host_buffer = false, .buffer_from_host_ptr = false, .events = true};
 }
 
-Backend& CpuDevice::backend() const { return backend_; }
+Backend& CpuDevice::backend() const {
+  return backend_;
+}
 
-std::unique_ptr<Stream> CpuDevice::make_stream() { return std::make_unique<CpuStream>(*this); }
+std::unique_ptr<Stream> CpuDevice::make_stream() {
+  return std::make_unique<CpuStream>(*this);
+}
 
-std::unique_ptr<Event> CpuDevice::make_event() { return std::make_unique<CpuEvent>(*this); }
+std::unique_ptr<Event> CpuDevice::make_event() {
+  return std::make_unique<CpuEvent>(*this);
+}
 
 bool CpuDevice::supports_op(const Tensor& node) const {
   // Panels are read only by MUL_MAT (weights) and GET_ROWS (read_row_f32), on
@@ -99,8 +108,7 @@ bool CpuDevice::supports_op(const Tensor& node) const {
       const Tensor* s = node.src[static_cast<size_t>(i)];
       if (s == nullptr) continue;
       if (is_view_of_repacked(*s)) return false;
-      if (is_repacked(*s) &&
-          !(i == 0 && (node.op == Op::kMulMat || node.op == Op::kGetRows))) {
+      if (is_repacked(*s) && !(i == 0 && (node.op == Op::kMulMat || node.op == Op::kGetRows))) {
         return false;
       }
     }
@@ -132,39 +140,85 @@ int CpuDevice::threads_for(const Tensor& node) const {
   return static_cast<int>(std::clamp<size_t>(useful, 1, static_cast<size_t>(all)));
 }
 
+// Whether t's bytes overlap [p, p + n).
+static bool overlaps(const Tensor& t, const void* p, size_t n) {
+  const auto* a = static_cast<const uint8_t*>(t.data);
+  const auto* b = static_cast<const uint8_t*>(p);
+  return a != nullptr && a < b + n && b < a + t.n_bytes();
+}
+
 void CpuDevice::compute(std::span<Tensor* const> nodes) {
   std::lock_guard lock(compute_mutex_);
-  for (Tensor* node : nodes) {
-    if (node->op == Op::kNone || is_view_op(node->op)) continue;
-    const OpImpl* impl = find_op(node->op);
-    if (impl == nullptr || !impl->supports(*node)) {
-      fail(ErrorCategory::kUnsupported, "[CPU0] cannot compute {} on {}", op_name(node->op),
-           node->describe());
-    }
-    const int nth = threads_for(*node);
-    const size_t work = impl->work_size ? impl->work_size(*node, nth) : 0;
-    const int phases = impl->phases ? impl->phases(*node, nth, kernels_) : 1;
-    PoolBlock block;
-    if (work > 0) block = scratch_.alloc(work);
-    std::atomic<int64_t> counter{0};
-    try {
-      for (int phase = 0; phase < phases; ++phase) {
-        counter.store(0, std::memory_order_relaxed);
-        // One slot per thread the op is worth; a single slot runs on the
-        // caller without waking the workers.
-        pool_.run(
-            [&](int ith, int n) {
-              impl->compute(*node, OpContext{ith, n, phase, static_cast<uint8_t*>(block.ptr), work,
-                                             kernels_, &counter});
-            },
-            nth);
+  // The last converted input (ops/op.h, ConvertedInput) and the work block
+  // holding it, kept for a later node that converts the same input the same
+  // way; dropped when another conversion comes or a node writes over that
+  // input's bytes. Other nodes' blocks sit above it and are freed first.
+  ConvertedInput kept_input;
+  PoolBlock kept;
+  const auto drop_kept = [&] {
+    if (kept.size > 0) scratch_.free(kept);
+    kept = {};
+    kept_input = {};
+  };
+  try {
+    for (Tensor* node : nodes) {
+      if (node->op == Op::kNone || is_view_op(node->op)) continue;
+      const OpImpl* impl = find_op(node->op);
+      if (impl == nullptr || !impl->supports(*node)) {
+        fail(ErrorCategory::kUnsupported, "[CPU0] cannot compute {} on {}", op_name(node->op),
+             node->describe());
       }
-    } catch (...) {
-      if (work > 0) scratch_.free(block);
-      throw;
+      const int nth = threads_for(*node);
+      const size_t work = impl->work_size ? impl->work_size(*node, nth) : 0;
+      const int phases = impl->phases ? impl->phases(*node, nth, kernels_) : 1;
+      const ConvertedInput converts =
+          impl->converted_input ? impl->converted_input(*node, nth, kernels_) : ConvertedInput{};
+      const bool reuse = converts.input != nullptr && converts.input == kept_input.input &&
+                         converts.format == kept_input.format && kept.size >= work;
+      // The scratch pool frees in LIFO order: a kept block this node will not
+      // use goes before the node's own block is taken above it.
+      if (converts.input != nullptr && !reuse) drop_kept();
+      PoolBlock block;
+      if (reuse) {
+        block = kept;
+      } else if (work > 0) {
+        block = scratch_.alloc(work);
+      }
+      std::atomic<int64_t> counter{0};
+      try {
+        for (int phase = reuse ? 1 : 0; phase < phases; ++phase) {
+          counter.store(0, std::memory_order_relaxed);
+          // One slot per thread the op is worth; a single slot runs on the
+          // caller without waking the workers.
+          pool_.run(
+              [&](int ith, int n) {
+                impl->compute(*node, OpContext{ith, n, phase, static_cast<uint8_t*>(block.ptr),
+                                               work, kernels_, &counter});
+              },
+              nth);
+        }
+      } catch (...) {
+        if (!reuse && work > 0) scratch_.free(block);
+        throw;
+      }
+      if (converts.input != nullptr && work > 0) {
+        if (!reuse) {
+          kept = block;
+          kept_input = converts;
+        }
+      } else if (work > 0) {
+        scratch_.free(block);
+      }
+      if (kept_input.input != nullptr &&
+          overlaps(*node, kept_input.input->data, kept_input.input->n_bytes())) {
+        drop_kept();
+      }
     }
-    if (work > 0) scratch_.free(block);
+  } catch (...) {
+    drop_kept();
+    throw;
   }
+  drop_kept();
 }
 
 CpuBackend::CpuBackend(int n_threads) : device_(*this, n_threads) {}

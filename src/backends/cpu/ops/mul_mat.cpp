@@ -10,7 +10,8 @@
 // op's counter: one phase, and a thread that starts late or runs slow (a
 // busy machine) takes fewer runs instead of holding the others up.
 // GEMM: phase 0 splits the conversion over the slots, phase 1 takes chunks
-// from the op's counter.
+// from the op's counter. The device keeps phase 0's result for the next
+// MUL_MAT of the same activations (converted_input), which skips its phase 0.
 // Ref path (the ref tier, or no kernel): each thread takes a range of weight
 // rows, converts each row to f32 once and dots it with every input column.
 #include <algorithm>
@@ -24,14 +25,16 @@
 namespace tessera::cpu {
 namespace {
 
-constexpr size_t kLine = 64;        // keeps per-thread scratch on its own cache lines
-constexpr int64_t kGemvCols = 8;  // up to this many columns: per-slot conversion, one phase
+constexpr size_t kLine = 64;             // keeps per-thread scratch on its own cache lines
+constexpr int64_t kGemvCols = 8;         // up to this many columns: per-slot conversion, one phase
 constexpr int64_t kGemvRunsPerSlot = 4;  // GEMV: runs of rows per slot, for balance ...
 constexpr int64_t kGemvMinRows = 64;     // ... each long enough to stream (Q4_0, K 2048: 72 KB)
-constexpr int64_t kChunkRows = 64;  // GEMM chunk: 4 panels ...
-constexpr int64_t kChunkCols = 64;  // ... by 64 columns (Q4_0, K 4096: 147 KB + 320 KB)
+constexpr int64_t kChunkRows = 64;       // GEMM chunk: 4 panels ...
+constexpr int64_t kChunkCols = 64;       // ... by 64 columns (Q4_0, K 4096: 147 KB + 320 KB)
 
-size_t round_up(size_t v, size_t to) { return (v + to - 1) / to * to; }
+size_t round_up(size_t v, size_t to) {
+  return (v + to - 1) / to * to;
+}
 
 bool supports(const Tensor& node) {
   const Tensor& w = *node.src[0];
@@ -47,17 +50,28 @@ bool supports(const Tensor& node) {
 // The table entry for w's type and layout (null: a type with no kernel slot).
 const MatKernel* entry(const Kernels& k, const Tensor& w) {
   switch (w.type) {
-    case DType::kF32: return &k.f32;
-    case DType::kF16: return &k.f16;
-    case DType::kBF16: return &k.bf16;
-    case DType::kQ4_0: return is_repacked(w) ? &k.q4_0_panel : &k.q4_0;
-    case DType::kQ8_0: return is_repacked(w) ? &k.q8_0_panel : &k.q8_0;
-    case DType::kQ4_1: return &k.q4_1;
-    case DType::kQ5_0: return &k.q5_0;
-    case DType::kQ5_1: return &k.q5_1;
-    case DType::kQ4_K: return &k.q4_k;
-    case DType::kQ6_K: return &k.q6_k;
-    default: return nullptr;
+    case DType::kF32:
+      return &k.f32;
+    case DType::kF16:
+      return &k.f16;
+    case DType::kBF16:
+      return &k.bf16;
+    case DType::kQ4_0:
+      return is_repacked(w) ? &k.q4_0_panel : &k.q4_0;
+    case DType::kQ8_0:
+      return is_repacked(w) ? &k.q8_0_panel : &k.q8_0;
+    case DType::kQ4_1:
+      return &k.q4_1;
+    case DType::kQ5_0:
+      return &k.q5_0;
+    case DType::kQ5_1:
+      return &k.q5_1;
+    case DType::kQ4_K:
+      return &k.q4_k;
+    case DType::kQ6_K:
+      return &k.q6_k;
+    default:
+      return nullptr;
   }
 }
 
@@ -250,8 +264,15 @@ int phases(const Tensor& node, int nth, const Kernels* kernels) {
   return plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], nth).dynamic ? 2 : 1;
 }
 
+// GEMM shapes convert x in phase 0, into work + kLine, at offsets that
+// depend on x's shape and the format alone: q / k / v (and gate / up) share it.
+ConvertedInput converted_input(const Tensor& node, int nth, const Kernels* kernels) {
+  if (phases(node, nth, kernels) != 2) return {};
+  return {node.src[1], static_cast<int>(fast_kernel(kernels, *node.src[0])->act)};
+}
+
 }  // namespace
 
-extern const OpImpl kMulMatOp{supports, work_size, compute, phases};
+extern const OpImpl kMulMatOp{supports, work_size, compute, phases, converted_input};
 
 }  // namespace tessera::cpu

@@ -28,12 +28,23 @@ struct OpContext {
   std::atomic<int64_t>* counter = nullptr;
 };
 
+// What an op's phase 0 does when all it does is convert one input into the
+// start of the work buffer, in a layout fixed by that input and `format`
+// alone (MUL_MAT's quantized activations). A later node with the same input
+// and format may then start from the kept buffer at phase 1.
+struct ConvertedInput {
+  const Tensor* input = nullptr;  // null: phase 0 is not such a conversion
+  int format = 0;
+};
+
 struct OpImpl {
   bool (*supports)(const Tensor& node);
   size_t (*work_size)(const Tensor& node, int nth);  // nullptr: none
   void (*compute)(Tensor& node, const OpContext& ctx);
   // Phases of the node with nth slots on the tier (nullptr: one).
   int (*phases)(const Tensor& node, int nth, const Kernels* kernels) = nullptr;
+  // nullptr: phase 0 is never a shareable conversion.
+  ConvertedInput (*converted_input)(const Tensor& node, int nth, const Kernels* kernels) = nullptr;
 };
 
 // The implementation for node.op; nullptr when the CPU has none.
