@@ -23,6 +23,7 @@ const Kernels& kernels_for(Isa isa) {
         k.isa = Isa::kAmx;
         k.q4_0_panel.run = amx::mat_q4_0_panel;
         k.q8_0_panel.run = amx::mat_q8_0_panel;
+        k.q4_0_panel.gemm_rows = k.q8_0_panel.gemm_rows = amx::kGemmRows;
         return k;
       }();
       return amx;

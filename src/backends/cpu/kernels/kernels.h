@@ -68,6 +68,8 @@ struct MatArgs {
 struct MatKernel {
   void (*run)(const MatArgs& args) = nullptr;
   ActFormat act = ActFormat::kF32;
+  // Rows per GEMM chunk MUL_MAT hands the kernel (a multiple of 16); 0: its default.
+  int64_t gemm_rows = 0;
   explicit operator bool() const { return run != nullptr; }
 };
 

@@ -167,7 +167,7 @@ struct Chunks {
   bool dynamic;
 };
 
-Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth) {
+Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth, int64_t gemm_rows) {
   Chunks c{};
   c.dynamic = n > kGemvCols;
   if (!c.dynamic) {  // GEMV: runs of rows (whole panels) taken from the counter
@@ -177,7 +177,7 @@ Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth) {
     c.rows = std::max<int64_t>(kPanelRows, (per + kPanelRows - 1) / kPanelRows * kPanelRows);
   } else {  // GEMM: >= 4 chunks per thread when the shape allows
     c.cols = std::min(n, kChunkCols);
-    c.rows = kChunkRows;
+    c.rows = gemm_rows > 0 ? gemm_rows : kChunkRows;
     const int64_t col_blocks = (n + c.cols - 1) / c.cols;
     while (c.rows > kPanelRows && batches * col_blocks * ((m + c.rows - 1) / c.rows) < 4 * nth) {
       c.rows /= 2;
@@ -235,7 +235,7 @@ void compute(Tensor& node, const OpContext& ctx) {
     compute_ref(node, ctx);
     return;
   }
-  const Chunks ch = plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], ctx.nth);
+  const Chunks ch = plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], ctx.nth, mk->gemm_rows);
   const bool convert = mk->act != ActFormat::kF32;
   uint8_t* act = ctx.work + kLine;
   if (!ch.dynamic) {
@@ -261,7 +261,7 @@ int phases(const Tensor& node, int nth, const Kernels* kernels) {
   if (mk == nullptr || mk->act == ActFormat::kF32) return 1;
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
-  return plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], nth).dynamic ? 2 : 1;
+  return plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], nth, mk->gemm_rows).dynamic ? 2 : 1;
 }
 
 // GEMM shapes convert x in phase 0, into work + kLine, at offsets that
