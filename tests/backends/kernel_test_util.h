@@ -93,7 +93,8 @@ inline ActFormat act_format_of(DType type) {
 inline std::vector<double> act_values(ActFormat act, const std::vector<float>& x, int64_t k) {
   std::vector<double> out(x.begin(), x.end());
   const int64_t rows = static_cast<int64_t>(x.size()) / k;
-  for (int64_t r = 0; r < rows && act != ActFormat::kF32; ++r) {
+  const bool exact = act == ActFormat::kF32 || act == ActFormat::kF32Groups;
+  for (int64_t r = 0; r < rows && !exact; ++r) {
     const float* src = x.data() + r * k;
     if (act == ActFormat::kQ8) {
       std::vector<BlockQ8> q(static_cast<size_t>(k / kQK));

@@ -44,6 +44,7 @@ const WeightCase kWeightCases[] = {
     {"q6_k", DType::kQ6_K, false, &Kernels::q6_k},
     {"q4_0_panel", DType::kQ4_0, true, &Kernels::q4_0_panel},
     {"q8_0_panel", DType::kQ8_0, true, &Kernels::q8_0_panel},
+    {"f16_panel", DType::kF16, true, &Kernels::f16_panel},
 };
 
 class MatKernelTest : public ::testing::TestWithParam<std::tuple<Isa, WeightCase>> {
@@ -59,7 +60,9 @@ TEST_P(MatKernelTest, MatchesTheOracleWithinTheRoundingBound) {
   std::mt19937 rng(seed_);
   const int64_t bs = dtype_info(wc.type).block_size;
   std::vector<int64_t> ks;
-  if (bs == 1) {
+  if (bs == 1 && wc.panels) {
+    ks = {32, 96, 1088};  // F16 panels: rows of whole 32-element groups
+  } else if (bs == 1) {
     ks = {1, 7, 16, 33, 100, 256, 1100};  // 1100: long accumulations, and a tail
   } else if (bs == kQK) {
     ks = {32, 96, 512};
@@ -107,16 +110,23 @@ TEST_P(MatKernelTest, MatchesTheOracleWithinTheRoundingBound) {
       // the values they stand for.
       const std::vector<float> xf = random_floats(static_cast<size_t>(cols * k), rng);
       const std::vector<double> xv = testing::act_values(mk.act, xf, k);
-      const size_t col_bytes = mk.act == ActFormat::kF32 ? static_cast<size_t>(k) * 4
+      const bool f32 = mk.act == ActFormat::kF32 || mk.act == ActFormat::kF32Groups;
+      const size_t col_bytes = f32 ? static_cast<size_t>(k) * 4
                                : mk.act == ActFormat::kQ8
                                    ? static_cast<size_t>(k / kQK) * sizeof(BlockQ8)
                                    : static_cast<size_t>(k / kQKK) * sizeof(block_q8_K);
-      a.x_stride = col_bytes + 64;
+      // (Groups of columns are k-major and packed: no padding between columns.)
+      a.x_stride = mk.act == ActFormat::kF32Groups ? col_bytes : col_bytes + 64;
       std::vector<uint8_t> x(a.x_stride * static_cast<size_t>(cols), 0);
       for (int64_t c = 0; c < cols; ++c) {
         uint8_t* dst = x.data() + static_cast<size_t>(c) * a.x_stride;
         const float* src = xf.data() + c * k;
-        if (mk.act == ActFormat::kF32) {
+        if (mk.act == ActFormat::kF32Groups) {  // element i of column c
+          const int64_t g0 = c / kActGroup * kActGroup;
+          const int64_t width = std::min(kActGroup, cols - g0);
+          auto* group = reinterpret_cast<float*>(x.data()) + g0 * k;
+          for (int64_t i = 0; i < k; ++i) group[i * width + (c - g0)] = src[i];
+        } else if (mk.act == ActFormat::kF32) {
           std::memcpy(dst, src, col_bytes);
         } else if (mk.act == ActFormat::kQ8) {
           quantize_q8_ref(src, reinterpret_cast<BlockQ8*>(dst), k);
@@ -133,7 +143,10 @@ TEST_P(MatKernelTest, MatchesTheOracleWithinTheRoundingBound) {
       a.out = out.data();
       mk.run(a);
 
-      const double n = bs == 1 ? static_cast<double>((k + 7) / 8) : static_cast<double>(k / bs);
+      // Terms one lane adds in sequence: float rows split k over 8 lanes;
+      // F16 panels add all k in one lane (outer product).
+      const double n =
+          bs == 1 ? static_cast<double>(wc.panels ? k : (k + 7) / 8) : static_cast<double>(k / bs);
       for (int64_t c = 0; c < cols; ++c) {
         for (int64_t r = 0; r < rows + 3; ++r) {
           const float got = out[static_cast<size_t>(c * (rows + 3) + r)];

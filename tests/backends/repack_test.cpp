@@ -1,4 +1,4 @@
-// The CPU weights buffer: Q4_0 / Q8_0 repacked into 16-row panels give back
+// The CPU weights buffer: Q4_0 / Q8_0 / F16 repacked into 16-row panels give back
 // exactly the bytes they were given, whole and for any range (checked against
 // a plain mirror after random partial writes), for odd row counts and 3-D
 // tensors; views read through their root; padding is counted in alloc_size;
@@ -126,7 +126,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::kQ4_0, {96, 17, 1, 1}}, Case{DType::kQ4_0, {160, 35, 3, 1}},
                       Case{DType::kQ4_0, {64, 5, 2, 3}}, Case{DType::kQ8_0, {32, 1, 1, 1}},
                       Case{DType::kQ8_0, {64, 16, 1, 1}}, Case{DType::kQ8_0, {96, 33, 1, 1}},
-                      Case{DType::kQ8_0, {128, 7, 2, 2}}),
+                      Case{DType::kQ8_0, {128, 7, 2, 2}}, Case{DType::kF16, {32, 1, 1, 1}},
+                      Case{DType::kF16, {64, 17, 1, 1}}, Case{DType::kF16, {96, 35, 2, 1}}),
     [](const auto& param_info) {
       const Case& c = param_info.param;
       return std::string(dtype_name(c.type)) + "_" + std::to_string(c.ne[0]) + "x" +
@@ -140,9 +141,10 @@ TEST(RepackBuffer, OtherTypesAreStoredAsTheyAre) {
   EXPECT_FALSE(weights.is_host());
   EXPECT_TRUE(backend.cpu_device().supports_buffer_type(weights));
   std::mt19937 rng(fresh_seed());
+  // F16 rows of 100 elements: not whole 32-element groups, so not repacked.
   for (DType type : {DType::kF32, DType::kF16, DType::kQ4_1, DType::kQ6_K}) {
     Graph g;
-    Tensor* t = g.new_tensor(type, {256, 3}, "w");
+    Tensor* t = g.new_tensor(type, {type == DType::kF16 ? 100 : 256, 3}, "w");
     EXPECT_EQ(weights.alloc_size(*t), t->n_bytes());
     auto buf = weights.allocate(weights.alloc_size(*t));
     buf->place(*t, 0);
@@ -150,6 +152,30 @@ TEST(RepackBuffer, OtherTypesAreStoredAsTheyAre) {
     const std::vector<uint8_t> in = random_bytes(t->n_bytes(), rng);
     buf->set_tensor(*t, in.data());
     EXPECT_EQ(std::memcmp(t->data, in.data(), in.size()), 0) << dtype_name(type);
+  }
+}
+
+TEST(RepackBuffer, F16PanelsHoldSixteenRowsPerK) {
+  // Element k of row r at panel + 32 k + 2 (r % 16) (repack.h, g = 2).
+  CpuBackend backend(1);
+  BufferType& weights = backend.cpu_device().weights_buffer_type();
+  Graph g;
+  Tensor* t = g.new_tensor(DType::kF16, {64, 18}, "w");
+  auto buf = weights.allocate(weights.alloc_size(*t));
+  buf->place(*t, 0);
+  ASSERT_TRUE(is_repacked(*t));
+  std::vector<uint8_t> in(t->n_bytes());
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7 + 3);
+  buf->set_tensor(*t, in.data());
+  const PanelLayout l = panel_layout(*t);
+  EXPECT_EQ(l.panels, 2);
+  EXPECT_EQ(l.panel_bytes, 16u * 64 * 2);
+  const uint8_t* panel = static_cast<const uint8_t*>(t->data) + l.panel_bytes;  // rows 16 .. 31
+  const int64_t r = 17;
+  for (size_t k = 0; k < 64; ++k) {
+    const size_t src = static_cast<size_t>(r) * 128 + 2 * k;
+    EXPECT_EQ(panel[32 * k + 2 * 1], in[src]) << k;
+    EXPECT_EQ(panel[32 * k + 2 * 1 + 1], in[src + 1]) << k;
   }
 }
 

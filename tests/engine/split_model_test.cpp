@@ -83,8 +83,11 @@ TEST(SplitModel, LayersOnAFakeGpuGiveTheCpusLogits) {
       const auto got = run(*model, &plan);
       ASSERT_EQ(got.size(), cpu_only.size());
       for (size_t i = 0; i < got.size(); ++i) {
-        // The same CPU kernels on both sides: equal up to f32 rounding.
-        EXPECT_LT(nmse(got[i], cpu_only[i]), 1e-9) << "row " << i;
+        // CPU kernels on both sides: equal up to f32 rounding. (Not bit for
+        // bit: F16 weights the CPU repacks are summed along k in one lane,
+        // the fake GPU's plain rows in eight; seen up to 4e-9 here, 4e-8
+        // on the arch fixtures.)
+        EXPECT_LT(nmse(got[i], cpu_only[i]), 1e-7) << "row " << i;
       }
       // Embeddings on the CPU, then the GPU's layers (attention and RoPE
       // included: rope_freqs has a copy there), then the output wherever it

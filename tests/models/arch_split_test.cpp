@@ -54,7 +54,10 @@ TEST_P(ArchSplitTest, LayersOnAFakeGpuGiveTheCpusLogits) {
     const auto got = run(*model, f.prompt);
     ASSERT_EQ(got.size(), cpu_only.size());
     for (size_t i = 0; i < got.size(); ++i) {
-      EXPECT_LT(nmse(got[i], cpu_only[i]), 1e-9) << "row " << i;  // the same kernels
+      // CPU kernels both sides, up to f32 rounding: F16 weights the CPU
+      // repacks sum along k in one lane, the fake GPU's rows in eight (seen
+      // up to 4e-8).
+      EXPECT_LT(nmse(got[i], cpu_only[i]), 1e-7) << "row " << i;
     }
   }
 }

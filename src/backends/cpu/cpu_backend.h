@@ -35,11 +35,11 @@ class CpuDevice final : public Device {
   std::unique_ptr<Stream> make_stream() override;
   BufferType& buffer_type() override { return buffer_type_; }
   BufferType& weights_buffer_type() override { return weights_type_; }
-  // Panels for the types the kernels repack (Q4_0, Q8_0); plain host memory
+  // Panels for the types the kernels repack (Q4_0, Q8_0, F16); plain host memory
   // for the rest, so that an accelerator reading host memory (BLAS) can take
   // their large-batch matmuls.
   BufferType& weights_buffer_type(const Tensor& weight) override {
-    return repacks(weight.type) ? static_cast<BufferType&>(weights_type_) : buffer_type_;
+    return repacks(weight) ? static_cast<BufferType&>(weights_type_) : buffer_type_;
   }
 
   bool supports_op(const Tensor& node) const override;

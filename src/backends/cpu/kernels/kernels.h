@@ -50,7 +50,14 @@ enum class ActFormat : uint8_t {
   kF32,  // the input rows as they are
   kQ8,   // BlockQ8 per 32 elements (quantize_q8)
   kQ8K,  // block_q8_K per 256 elements (quantize_q8_k)
+  // f32, each batch's columns in groups of kActGroup (the last group of a
+  // batch narrower: w = the columns left), each group k-major: element k of
+  // its column c at [k * w + c]. A group of columns c0.. starts where column
+  // c0 would in kF32 rows (k * 4 bytes per column), so column offsets and
+  // strides are those of plain rows.
+  kF32Groups,
 };
+inline constexpr int64_t kActGroup = 16;
 
 // out(r, c) = sum over k of w(r, :) . x(c, :), for r < rows, c < cols.
 struct MatArgs {
@@ -112,7 +119,7 @@ struct Kernels {
   MatKernel q4_0, q4_1, q5_0, q5_1, q8_0;
   MatKernel q4_k, q6_k;
   // Weights repacked into 16-row panels by the CPU weights buffer (repack.h).
-  MatKernel q4_0_panel, q8_0_panel;
+  MatKernel q4_0_panel, q8_0_panel, f16_panel;
 
   // Null in the ref tier: FLASH_ATTN_EXT runs its scalar reference.
   void (*attn_f16)(const AttnArgs& args) = nullptr;

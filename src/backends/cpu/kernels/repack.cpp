@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/host/host_memory.h"
 #include "backends/cpu/ops/op.h"
 #include "core/quants.h"
+#include "runtime/host/host_memory.h"
 #include "tessera/device.h"
 #include "tessera/error.h"
 #include "tessera/half.h"
@@ -13,17 +13,16 @@
 namespace tessera::cpu {
 namespace {
 
-constexpr size_t kScaleBytes = 2;  // f16 d leads every Q4_0 / Q8_0 block
-
 // Where original byte `pos` (0 .. block_bytes) of row r's block b lands in its panel.
 size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
   const size_t base = static_cast<size_t>(r / kPanelRows) * l.panel_bytes;
   const auto rr = static_cast<size_t>(r % kPanelRows);
   const auto bb = static_cast<size_t>(b);
-  if (pos < kScaleBytes) return base + (bb * kPanelRows + rr) * kScaleBytes + pos;
-  const size_t j = pos - kScaleBytes;
-  return base + static_cast<size_t>(l.blocks) * kPanelRows * kScaleBytes +
-         bb * kPanelRows * l.quant_bytes + (j / 4) * 64 + rr * 4 + j % 4;
+  if (pos < l.scale_bytes) return base + (bb * kPanelRows + rr) * l.scale_bytes + pos;
+  const size_t j = pos - l.scale_bytes;
+  const size_t g = l.group_bytes;
+  return base + static_cast<size_t>(l.blocks) * kPanelRows * l.scale_bytes +
+         bb * kPanelRows * l.quant_bytes + (j / g) * kPanelRows * g + rr * g + j % g;
 }
 
 // Copies whole rows [r0, r0 + n) (rows counted across matrices) between the
@@ -34,19 +33,20 @@ void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0,
     uint8_t* matrix = panels + static_cast<size_t>(row / l.rows) * l.matrix_bytes;
     const int64_t r = row % l.rows;
     uint8_t* src_row = flat + static_cast<size_t>(row - r0) * l.row_bytes();
+    const size_t gb = l.group_bytes, stride = kPanelRows * gb;
     for (int64_t b = 0; b < l.blocks; ++b) {
       uint8_t* block = src_row + static_cast<size_t>(b) * l.block_bytes;
       uint8_t* scale = matrix + panel_offset(l, r, b, 0);
-      uint8_t* quants = matrix + panel_offset(l, r, b, kScaleBytes);
+      uint8_t* quants = matrix + panel_offset(l, r, b, l.scale_bytes);
       if constexpr (kToPanels) {
-        std::memcpy(scale, block, kScaleBytes);
-        for (size_t g = 0; g < l.quant_bytes / 4; ++g) {
-          std::memcpy(quants + g * 64, block + kScaleBytes + 4 * g, 4);
+        std::memcpy(scale, block, l.scale_bytes);
+        for (size_t g = 0; g < l.quant_bytes / gb; ++g) {
+          std::memcpy(quants + g * stride, block + l.scale_bytes + gb * g, gb);
         }
       } else {
-        std::memcpy(block, scale, kScaleBytes);
-        for (size_t g = 0; g < l.quant_bytes / 4; ++g) {
-          std::memcpy(block + kScaleBytes + 4 * g, quants + g * 64, 4);
+        std::memcpy(block, scale, l.scale_bytes);
+        for (size_t g = 0; g < l.quant_bytes / gb; ++g) {
+          std::memcpy(block + l.scale_bytes + gb * g, quants + g * stride, gb);
         }
       }
     }
@@ -86,7 +86,8 @@ void transfer(const PanelLayout& l, uint8_t* panels, uint8_t* flat, size_t offse
 class CpuWeightsBuffer final : public Buffer {
  public:
   CpuWeightsBuffer(BufferType& type, size_t size)
-      : Buffer(type, host::host_allocate(size, CpuWeightsBufferType::kAlignment, type.device().name()),
+      : Buffer(type,
+               host::host_allocate(size, CpuWeightsBufferType::kAlignment, type.device().name()),
                size) {}
   ~CpuWeightsBuffer() override { host::host_release(base(), size()); }
 
@@ -136,19 +137,28 @@ class CpuWeightsBuffer final : public Buffer {
 
 }  // namespace
 
-bool repacks(DType type) {
-  return type == DType::kQ4_0 || type == DType::kQ8_0;
+bool repacks(const Tensor& t) {
+  return t.type == DType::kQ4_0 || t.type == DType::kQ8_0 ||
+         (t.type == DType::kF16 && t.ne[0] % kQK == 0);
 }
 
 PanelLayout panel_layout(const Tensor& t) {
-  TESSERA_CHECK(repacks(t.type), "panel_layout of {}", t.describe());
+  TESSERA_CHECK(repacks(t), "panel_layout of {}", t.describe());
   PanelLayout l;
   l.rows = t.ne[1];
   l.blocks = t.ne[0] / kQK;
   l.panels = (l.rows + kPanelRows - 1) / kPanelRows;
   l.matrices = t.ne[2] * t.ne[3];
-  l.block_bytes = dtype_info(t.type).block_bytes;
-  l.quant_bytes = l.block_bytes - kScaleBytes;
+  if (t.type == DType::kF16) {
+    l.block_bytes = kQK * sizeof(uint16_t);
+    l.scale_bytes = 0;
+    l.group_bytes = sizeof(uint16_t);
+  } else {
+    l.block_bytes = dtype_info(t.type).block_bytes;
+    l.scale_bytes = sizeof(uint16_t);
+    l.group_bytes = 4;
+  }
+  l.quant_bytes = l.block_bytes - l.scale_bytes;
   l.panel_bytes = kPanelRows * static_cast<size_t>(l.blocks) * l.block_bytes;
   l.matrix_bytes = static_cast<size_t>(l.panels) * l.panel_bytes;
   return l;
@@ -165,7 +175,7 @@ void unpack_bytes(const PanelLayout& layout, const uint8_t* panels, uint8_t* dst
 }
 
 size_t CpuWeightsBufferType::alloc_size(const Tensor& t) const {
-  if (t.view_src == nullptr && repacks(t.type) && t.is_contiguous()) {
+  if (t.view_src == nullptr && repacks(t) && t.is_contiguous()) {
     return panel_layout(t).total_bytes();
   }
   return t.n_bytes();
@@ -182,7 +192,7 @@ const Tensor& storage_of(const Tensor& t) {
 }
 
 bool is_repacked(const Tensor& t) {
-  return t.view_src == nullptr && t.buffer != nullptr && repacks(t.type) && t.is_contiguous() &&
+  return t.view_src == nullptr && t.buffer != nullptr && repacks(t) && t.is_contiguous() &&
          dynamic_cast<const CpuWeightsBufferType*>(&t.buffer->type()) != nullptr;
 }
 
@@ -200,9 +210,16 @@ void read_row_f32(const Tensor& t, int64_t i1, int64_t i2, int64_t i3, float* ou
       static_cast<const uint8_t*>(t.data) + static_cast<size_t>(i2 + i3 * t.ne[2]) * l.matrix_bytes;
   for (int64_t b = 0; b < l.blocks; ++b, out += kQK) {
     uint16_t h;
+    if (t.type == DType::kF16) {
+      for (size_t j = 0; j < kQK; ++j) {
+        std::memcpy(&h, matrix + panel_offset(l, i1, b, 2 * j), sizeof h);
+        out[j] = fp16_to_fp32(h);
+      }
+      continue;
+    }
     std::memcpy(&h, matrix + panel_offset(l, i1, b, 0), sizeof h);
     const float d = fp16_to_fp32(h);
-    const uint8_t* q = matrix + panel_offset(l, i1, b, kScaleBytes);
+    const uint8_t* q = matrix + panel_offset(l, i1, b, l.scale_bytes);
     for (int j = 0; j < 16; ++j) {
       const uint8_t byte = q[(j / 4) * 64 + j % 4];
       if (t.type == DType::kQ4_0) {  // as dequantize_row_q4_0_ref

@@ -1,17 +1,21 @@
-// The CPU weights buffer: Q4_0 and Q8_0 tensors are stored in row-interleaved
-// panels (kernels.md §2.1) so one 64-byte load feeds 16 output rows; every
-// other type is stored as it is.
+// The CPU weights buffer: Q4_0, Q8_0 and F16 tensors are stored in
+// row-interleaved panels (kernels.md §2.1) so one vector load feeds 16 output
+// rows; every other type is stored as it is.
 //
 // Panel layout, per 2-D matrix (dims 2 and 3 are separate matrices): rows are
 // padded to a multiple of 16; panel p holds rows 16p .. 16p + 15 as
-//   scales[blocks][16]            f16, row-minor (32 bytes per block)
-//   quants[blocks][qb / 4][16][4] qb = 16 (Q4_0) or 32 (Q8_0) bytes per row-block
-// i.e. quant byte j of row r's block b sits at 64 * (j / 4) + 4 * r + j % 4 of
-// that block's quants. For Q4_0 a 64-byte group then holds elements 4g..4g+3
-// (low nibbles) and 16+4g..16+4g+3 (high nibbles) of 16 rows; for Q8_0 it
-// holds elements 4g..4g+3 of 16 rows, still signed. The repack is a pure byte
-// permutation, so get_tensor returns exactly the bytes set_tensor received,
-// for any range, and clear(v) reads back as v everywhere.
+//   scales[blocks][16]                  f16, row-minor (Q4_0 / Q8_0 only)
+//   quants[blocks][qb / g][16][g]       qb bytes per row-block, in groups of g
+// i.e. byte j of row r's block quants sits at 16 g (j / g) + g r + j % g of
+// that block's quants. Q4_0 (qb 16) and Q8_0 (qb 32) take g = 4: for Q4_0 a
+// 64-byte group holds elements 4l..4l+3 (low nibbles) and 16+4l..16+4l+3
+// (high nibbles) of 16 rows; for Q8_0 it holds elements 4l..4l+3 of 16 rows,
+// still signed. F16 (a 32-element "block" of 64 bytes, no scales) takes g = 2:
+// 32 bytes per k, element k of 16 rows, so a row-block of 16 is one f16
+// vector. F16 rows are repacked only when their length is a multiple of 32.
+// The repack is a pure byte permutation, so get_tensor returns exactly the
+// bytes set_tensor received, for any range, and clear(v) reads back as v
+// everywhere.
 #pragma once
 
 #include <cstddef>
@@ -30,17 +34,20 @@ struct PanelLayout {
   int64_t blocks = 0;       // 32-element blocks per row
   int64_t panels = 0;       // per matrix: ceil(rows / 16)
   int64_t matrices = 0;     // ne[2] * ne[3]
-  size_t block_bytes = 0;   // GGUF block: 18 (Q4_0) or 34 (Q8_0)
-  size_t quant_bytes = 0;   // quant bytes per block: 16 or 32
+  size_t block_bytes = 0;   // GGUF block: 18 (Q4_0), 34 (Q8_0); 64 (F16, 32 elements)
+  size_t scale_bytes = 0;   // leading f16 scale per block: 2, or 0 (F16)
+  size_t quant_bytes = 0;   // bytes per block after it: 16, 32 or 64
+  size_t group_bytes = 0;   // bytes of one row per interleaved group: 4, or 2 (F16)
   size_t panel_bytes = 0;   // 16 * blocks * block_bytes
   size_t matrix_bytes = 0;  // panels * panel_bytes
   size_t row_bytes() const { return static_cast<size_t>(blocks) * block_bytes; }
   size_t total_bytes() const { return matrix_bytes * static_cast<size_t>(matrices); }
 };
 
-// Types the weights buffer repacks.
-bool repacks(DType type);
-// The panel layout of a contiguous Q4_0 / Q8_0 tensor.
+// Whether the weights buffer repacks t: Q4_0, Q8_0, and F16 with rows of a
+// multiple of 32 elements.
+bool repacks(const Tensor& t);
+// The panel layout of a contiguous tensor the weights buffer repacks.
 PanelLayout panel_layout(const Tensor& t);
 
 // Original (GGUF) bytes [offset, offset + size) of a tensor into / out of its

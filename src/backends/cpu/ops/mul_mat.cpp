@@ -31,6 +31,7 @@ constexpr int64_t kGemvRunsPerSlot = 4;  // GEMV: runs of rows per slot, for bal
 constexpr int64_t kGemvMinRows = 64;     // ... each long enough to stream (Q4_0, K 2048: 72 KB)
 constexpr int64_t kChunkRows = 64;       // GEMM chunk: 4 panels ...
 constexpr int64_t kChunkCols = 64;       // ... by 64 columns (Q4_0, K 4096: 147 KB + 320 KB)
+static_assert(kChunkCols % kActGroup == 0, "a chunk starts at a kF32Groups group");
 
 size_t round_up(size_t v, size_t to) {
   return (v + to - 1) / to * to;
@@ -53,7 +54,7 @@ const MatKernel* entry(const Kernels& k, const Tensor& w) {
     case DType::kF32:
       return &k.f32;
     case DType::kF16:
-      return &k.f16;
+      return is_repacked(w) ? &k.f16_panel : &k.f16;
     case DType::kBF16:
       return &k.bf16;
     case DType::kQ4_0:
@@ -90,8 +91,23 @@ size_t act_bytes(ActFormat act, int64_t k) {
       return static_cast<size_t>(k / kQK) * sizeof(BlockQ8);
     case ActFormat::kQ8K:
       return static_cast<size_t>(k / kQKK) * sizeof(block_q8_K);
+    case ActFormat::kF32Groups:
+      return static_cast<size_t>(k) * sizeof(float);
   }
   return 0;
+}
+
+// The format MUL_MAT converts to for w on a tier whose kernel wants one.
+ActFormat act_format_for(DType wt) {
+  switch (wt) {
+    case DType::kQ4_K:
+    case DType::kQ6_K:
+      return ActFormat::kQ8K;
+    case DType::kF16:
+      return ActFormat::kF32Groups;  // repacked F16
+    default:
+      return ActFormat::kQ8;
+  }
 }
 
 size_t ref_row_scratch(const Tensor& node) {
@@ -106,8 +122,7 @@ size_t act_total(const Tensor& x, ActFormat act) {
 size_t work_size(const Tensor& node, int nth) {
   // Any tier may run the node: room for the ref path or the converted activations.
   const Tensor& x = *node.src[1];
-  const DType wt = node.src[0]->type;
-  const ActFormat act = wt == DType::kQ4_K || wt == DType::kQ6_K ? ActFormat::kQ8K : ActFormat::kQ8;
+  const ActFormat act = act_format_for(node.src[0]->type);
   const size_t copies = x.ne[1] <= kGemvCols ? static_cast<size_t>(nth) : 1;
   const size_t fast = kLine + act_total(x, act) * copies;
   return std::max(ref_row_scratch(node) * static_cast<size_t>(nth), fast);
@@ -142,9 +157,39 @@ void compute_ref(Tensor& node, const OpContext& ctx) {
   }
 }
 
-// Phase 1: activation rows (j, x2, x3) -> column j + ne1 * (x2 + ne2 * x3) of `act`;
-// rows [r.begin, r.end) of them.
+// Groups of x's columns (kF32Groups) per batch.
+int64_t groups_per_batch(const Tensor& x) {
+  return (x.ne[1] + kActGroup - 1) / kActGroup;
+}
+int64_t conversion_units(const Tensor& x, ActFormat fmt) {
+  return fmt == ActFormat::kF32Groups ? groups_per_batch(x) * x.ne[2] * x.ne[3] : x.n_rows();
+}
+
+// kF32Groups: groups [r.begin, r.end) of all batches, each written in order.
+void group_activations(const Tensor& x, uint8_t* act, Range r) {
+  const int64_t k = x.ne[0], per_batch = groups_per_batch(x);
+  for (int64_t gi = r.begin; gi < r.end; ++gi) {
+    const int64_t b = gi / per_batch, c0 = gi % per_batch * kActGroup;
+    const int64_t x2 = b % x.ne[2], x3 = b / x.ne[2];
+    const int64_t w = std::min(kActGroup, x.ne[1] - c0);
+    const float* src[kActGroup];
+    for (int64_t c = 0; c < w; ++c) {
+      src[c] = reinterpret_cast<const float*>(row_ptr(x, c0 + c, x2, x3));
+    }
+    float* dst = reinterpret_cast<float*>(act) + (b * x.ne[1] + c0) * k;
+    for (int64_t i = 0; i < k; ++i, dst += w) {
+      for (int64_t c = 0; c < w; ++c) dst[c] = src[c][i];
+    }
+  }
+}
+
+// Phase 0: activation rows (j, x2, x3) -> column j + ne1 * (x2 + ne2 * x3) of `act`;
+// units [r.begin, r.end) of conversion_units() (rows, or kF32Groups groups).
 void convert_activations(const Tensor& x, const Kernels& k, ActFormat fmt, uint8_t* act, Range r) {
+  if (fmt == ActFormat::kF32Groups) {
+    group_activations(x, act, r);
+    return;
+  }
   const size_t bytes = act_bytes(fmt, x.ne[0]);
   for (int64_t q = r.begin; q < r.end; ++q) {
     const int64_t j = q % x.ne[1];
@@ -217,7 +262,7 @@ void run_chunk(Tensor& node, const MatKernel& mk, const uint8_t* act, const Chun
   if (mk.act == ActFormat::kF32) {
     a.x = row_ptr(x, c0, x2, x3);
     a.x_stride = x.nb[1];
-  } else {
+  } else {  // (kF32Groups: c0 is a multiple of kActGroup, a group's start)
     const size_t bytes = act_bytes(mk.act, a.k);
     a.x = act + static_cast<size_t>(b * x.ne[1] + c0) * bytes;
     a.x_stride = bytes;
@@ -242,11 +287,14 @@ void compute(Tensor& node, const OpContext& ctx) {
     // GEMV: each slot converts the few columns itself, into its own copy,
     // so slots never wait for each other; then runs of rows from the counter.
     act += act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
-    if (convert) convert_activations(x, *ctx.kernels, mk->act, act, {0, x.n_rows()});
+    if (convert) {
+      convert_activations(x, *ctx.kernels, mk->act, act, {0, conversion_units(x, mk->act)});
+    }
   } else if (convert && ctx.phase == 0) {
     // GEMM: rows converted once, split over the slots (phase 0); then chunks
     // from the counter (the last phase).
-    convert_activations(x, *ctx.kernels, mk->act, act, split_rows(x.n_rows(), ctx.ith, ctx.nth));
+    convert_activations(x, *ctx.kernels, mk->act, act,
+                        split_rows(conversion_units(x, mk->act), ctx.ith, ctx.nth));
     return;
   }
   std::atomic<int64_t>& next = *ctx.counter;
