@@ -155,49 +155,52 @@ TEST(RepackBuffer, OtherTypesAreStoredAsTheyAre) {
   }
 }
 
+// A [64, 18] tensor of `type` in the weights buffer, set to bytes 7 i + 3:
+// its second panel holds rows 16 and 17.
+struct Numbered {
+  CpuBackend backend{1};
+  Graph g;
+  Tensor* t;
+  std::unique_ptr<Buffer> buf;
+  std::vector<uint8_t> in;
+  PanelLayout l;
+
+  explicit Numbered(DType type) : t(g.new_tensor(type, {64, 18}, "w")), in(t->n_bytes()) {
+    BufferType& weights = backend.cpu_device().weights_buffer_type();
+    buf = weights.allocate(weights.alloc_size(*t));
+    buf->place(*t, 0);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7 + 3);
+    buf->set_tensor(*t, in.data());
+    l = panel_layout(*t);
+  }
+  const uint8_t* second_panel() const { return static_cast<const uint8_t*>(t->data) + l.panel_bytes; }
+};
+
 TEST(RepackBuffer, F16PanelsHoldSixteenRowsPerK) {
   // Element k of row r at panel + 32 k + 2 (r % 16) (repack.h, g = 2).
-  CpuBackend backend(1);
-  BufferType& weights = backend.cpu_device().weights_buffer_type();
-  Graph g;
-  Tensor* t = g.new_tensor(DType::kF16, {64, 18}, "w");
-  auto buf = weights.allocate(weights.alloc_size(*t));
-  buf->place(*t, 0);
-  ASSERT_TRUE(is_repacked(*t));
-  std::vector<uint8_t> in(t->n_bytes());
-  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7 + 3);
-  buf->set_tensor(*t, in.data());
-  const PanelLayout l = panel_layout(*t);
-  EXPECT_EQ(l.panels, 2);
-  EXPECT_EQ(l.panel_bytes, 16u * 64 * 2);
-  const uint8_t* panel = static_cast<const uint8_t*>(t->data) + l.panel_bytes;  // rows 16 .. 31
+  const Numbered n(DType::kF16);
+  ASSERT_TRUE(is_repacked(*n.t));
+  EXPECT_EQ(n.l.panels, 2);
+  EXPECT_EQ(n.l.panel_bytes, 16u * 64 * 2);
+  const uint8_t* panel = n.second_panel();
   const int64_t r = 17;
   for (size_t k = 0; k < 64; ++k) {
     const size_t src = static_cast<size_t>(r) * 128 + 2 * k;
-    EXPECT_EQ(panel[32 * k + 2 * 1], in[src]) << k;
-    EXPECT_EQ(panel[32 * k + 2 * 1 + 1], in[src + 1]) << k;
+    EXPECT_EQ(panel[32 * k + 2 * 1], n.in[src]) << k;
+    EXPECT_EQ(panel[32 * k + 2 * 1 + 1], n.in[src + 1]) << k;
   }
 }
 
 TEST(RepackBuffer, PanelsAreContiguousAlongK) {
   // Row r's block b: scale at panel + 2 (16 b + r % 16), quant byte j at
   // panel + 32 blocks + 16 qb b + 64 (j / 4) + 4 (r % 16) + j % 4 (repack.h).
-  CpuBackend backend(1);
-  BufferType& weights = backend.cpu_device().weights_buffer_type();
-  Graph g;
-  Tensor* t = g.new_tensor(DType::kQ8_0, {64, 18}, "w");
-  auto buf = weights.allocate(weights.alloc_size(*t));
-  buf->place(*t, 0);
-  std::vector<uint8_t> in(t->n_bytes());
-  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7 + 3);
-  buf->set_tensor(*t, in.data());
-  const PanelLayout l = panel_layout(*t);
-  EXPECT_EQ(l.panels, 2);
-  EXPECT_EQ(l.panel_bytes, 16u * 2 * 34);
-  const auto* p = static_cast<const uint8_t*>(t->data);
+  const Numbered n(DType::kQ8_0);
+  const std::vector<uint8_t>& in = n.in;
+  EXPECT_EQ(n.l.panels, 2);
+  EXPECT_EQ(n.l.panel_bytes, 16u * 2 * 34);
   const int64_t r = 17, b = 1;
   const size_t src = static_cast<size_t>(r) * 68 + static_cast<size_t>(b) * 34;
-  const uint8_t* panel = p + l.panel_bytes;  // rows 16 .. 31
+  const uint8_t* panel = n.second_panel();  // rows 16 .. 31
   EXPECT_EQ(panel[2 * (16 * b + 1)], in[src]);
   EXPECT_EQ(panel[2 * (16 * b + 1) + 1], in[src + 1]);
   for (size_t j = 0; j < 32; ++j) {

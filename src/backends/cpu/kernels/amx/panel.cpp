@@ -78,7 +78,6 @@ struct Scratch {
 
 // B tiles of one panel's blocks: Q8_0's quants are int8 B tiles as stored.
 struct PanelQ8_0 {
-  static constexpr size_t kQuantBytes = 512;
   static const uint8_t* b_tiles(const uint8_t* quants, int64_t, uint8_t*) { return quants; }
 };
 
