@@ -61,6 +61,11 @@ uint64_t read_bytes_ref(const uint8_t* p, size_t bytes) {
   return acc;
 }
 
+// Tiers that run the avx512 kernels (and so its probes).
+bool zmm_tier(Isa isa) {
+  return isa == Isa::kAvx512 || isa == Isa::kAmx;
+}
+
 double read_gbs_with(Isa isa, int threads) {
   auto* p = static_cast<uint8_t*>(host::host_allocate(kReadBytes, 64, "ceiling probe"));
   std::memset(p, 0x5a, kReadBytes);  // touched: no page faults in the timing
@@ -68,8 +73,7 @@ double read_gbs_with(Isa isa, int threads) {
   std::atomic<uint64_t> sink{0};
   const double s = best_seconds(threads, [&](int ith) {
     const uint8_t* q = p + slice * static_cast<size_t>(ith);
-    const bool zmm = isa == Isa::kAvx512 || isa == Isa::kAmx;
-    const uint64_t v = zmm                 ? probes::avx512::read_bytes(q, slice)
+    const uint64_t v = zmm_tier(isa)       ? probes::avx512::read_bytes(q, slice)
                        : isa == Isa::kAvx2 ? probes::avx2::read_bytes(q, slice)
                                            : read_bytes_ref(q, slice);
     sink.fetch_xor(v, std::memory_order_relaxed);
@@ -79,13 +83,12 @@ double read_gbs_with(Isa isa, int threads) {
 }
 
 // The machine's read bandwidth: the better of the tier's own loads and, on
-// avx512, ymm loads too. On a Sapphire Rapids guest the zmm loop read ~30
+// the zmm tiers, ymm loads too. On a Sapphire Rapids guest the zmm loop read ~30
 // GB/s on 2 threads and the ymm loop ~37: a ceiling from the zmm loop alone
 // let avx512 rows claim ~100% of a bandwidth the machine exceeds.
 double read_gbs(Isa isa, int threads) {
   const double own = read_gbs_with(isa, threads);
-  return isa == Isa::kAvx512 || isa == Isa::kAmx ? std::max(own, read_gbs_with(Isa::kAvx2, threads))
-                                                 : own;
+  return zmm_tier(isa) ? std::max(own, read_gbs_with(Isa::kAvx2, threads)) : own;
 }
 
 // Operations per second of `probe` (ops_per_round per round per thread).
@@ -111,7 +114,7 @@ Ceilings measure_ceilings(Isa isa, int threads) {
     c.fma_gflops = peak(threads, kC * 8 * 2, probes::avx2::fma);
     c.int8_gops = peak(threads, kC * 32 * 2, probes::avx2::maddubs);
     c.int8_how = "vpmaddubsw + vpmaddwd, ymm";
-  } else if (isa == Isa::kAvx512 || isa == Isa::kAmx) {
+  } else if (zmm_tier(isa)) {
     c.fma_gflops = peak(threads, kC * 16 * 2, probes::avx512::fma);
     if (isa == Isa::kAmx) {  // the instruction its Q4_0 / Q8_0 GEMMs run on
       c.int8_gops = peak(threads, 16 * 16 * 64 * 2.0, probes::amx::tdpbssd);

@@ -190,25 +190,20 @@ struct GemvGroup {
   static void run(const MatArgs& a, int64_t p0) {
     const int64_t nb = a.k / kQK;
     const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
-    const uint8_t* scales[N];
-    const uint8_t* quants[N];
-    for (int i = 0; i < N; ++i) {
-      scales[i] = panel_scales(a, p0 + i);
-      quants[i] = panel_quants(a, p0 + i);
-    }
+    const PanelGroup<N> group(a, p0);
     __m256 acc[N][2];
     for (auto& v : acc) v[0] = v[1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const BlockQ8* xb[1] = {x + b};
       const __m256 dx = _mm256_broadcast_ss(&x[b].d);
       for (int i = 0; i < N; ++i) {
-        const uint8_t* q = quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
-        prefetch_block<P::kQuantBytes>(scales[i], q, b);
+        const uint8_t* q = group.quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
+        prefetch_block<P::kQuantBytes>(group.scales[i], q, b);
         for (int h = 0; h < 2; ++h) {
           __m256i s[1];
           P::template block<1>(q, h, xb, s);
           const __m256 dw = _mm256_cvtph_ps(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales[i] + 32 * b + 16 * h)));
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(group.scales[i] + 32 * b + 16 * h)));
           acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[0]), _mm256_mul_ps(dw, dx), acc[i][h]);
         }
       }

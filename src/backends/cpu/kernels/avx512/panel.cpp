@@ -103,12 +103,7 @@ struct GemvGroup {
   static void run(const MatArgs& a, int64_t p0) {
     const int64_t nb = a.k / kQK;
     const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
-    const uint8_t* scales[N];
-    const uint8_t* quants[N];
-    for (int i = 0; i < N; ++i) {
-      scales[i] = panel_scales(a, p0 + i);
-      quants[i] = panel_quants(a, p0 + i);
-    }
+    const PanelGroup<N> group(a, p0);
     __m512 acc[N];
     for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -118,12 +113,12 @@ struct GemvGroup {
       const __m512i init = _mm512_set1_epi32(-P::kOffset * xb.sum);
       const __m512 dx = _mm512_set1_ps(xb.d);
       for (int i = 0; i < N; ++i) {
-        const uint8_t* q = quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
-        prefetch_block<P::kQuantBytes>(scales[i], q, b);
+        const uint8_t* q = group.quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
+        prefetch_block<P::kQuantBytes>(group.scales[i], q, b);
         __m512i w[kGroups];
         P::unpack(q, w);
         const __m512 dw = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales[i] + 32 * b)));
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group.scales[i] + 32 * b)));
         __m512i s = init, t = _mm512_setzero_si512();
         for (int g = 0; g < kGroups; g += 2) {
           s = _mm512_dpbusd_epi32(s, w[g], xv[g]);

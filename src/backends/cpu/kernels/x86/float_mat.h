@@ -156,7 +156,7 @@ void f16_panel_tile(const MatArgs& a, int64_t p0, int64_t c0, const float* xp, i
                                             static_cast<size_t>(c0 + c) * a.out_stride) +
                    r0;
       // The padding rows of the last panel are not outputs.
-      alignas(64) float rows[kPanelRows];
+      alignas(64) float rows[kPanelRows] = {};
       float* dst = valid == kPanelRows ? out : rows;
       if (accumulate && valid < kPanelRows) std::memcpy(rows, out, static_cast<size_t>(valid) * 4);
       for (int h = 0; h < kH; ++h) {

@@ -53,6 +53,20 @@ inline const uint8_t* panel_quants(const MatArgs& a, int64_t p) {
   return panel_scales(a, p) + static_cast<size_t>(a.k / kQK) * kPanelRows * 2;
 }
 
+// Panels p0 .. p0 + N - 1 read together by a GEMV group (run_gemv_groups):
+// panel i's scales and quants.
+template <int N>
+struct PanelGroup {
+  const uint8_t* scales[N];
+  const uint8_t* quants[N];
+  PanelGroup(const MatArgs& a, int64_t p0) {
+    for (int i = 0; i < N; ++i) {
+      scales[i] = panel_scales(a, p0 + i);
+      quants[i] = panel_quants(a, p0 + i);
+    }
+  }
+};
+
 // GEMM walks K in slices of this many blocks (Q8_0: 34 KiB of one panel, Q4_0:
 // 18 KiB), so the slice stays in L1 while every column group passes over it.
 inline constexpr int64_t kSliceBlocks = 64;
