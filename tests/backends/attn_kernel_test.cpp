@@ -4,6 +4,7 @@
 // polynomial exp through two-key rows whose weights are exp(x) for x in [-87, 0].
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -156,7 +157,9 @@ Problem random_problem(int64_t d, int64_t dv, int64_t n_kv, int g, std::mt19937&
 
 // f32 accumulation over n_kv keys: the 1e-5 of a 64-key row, growing as the
 // random walk of rounding errors (sqrt(n_kv)); outputs are averages of V in [-1, 1].
-double tolerance(int64_t n_kv) { return 1e-5 * std::max(1.0, std::sqrt(double(n_kv) / 64.0)); }
+double tolerance(int64_t n_kv) {
+  return 1e-5 * std::max(1.0, std::sqrt(double(n_kv) / 64.0));
+}
 
 // GQA groups as decode runs them: one query token's heads (1..16 rows: blocks of
 // 8 and the 1..7-row remainders), sharing one mask row or each with its own;
@@ -222,7 +225,8 @@ TEST_P(AttnKernelTest, PartialResultsGiveMaxAndSum) {
       if (sum == 0.0) {
         EXPECT_EQ(lse[2 * i + 1], 0.0f) << "row " << i;
       } else {
-        EXPECT_NEAR(lse[2 * i + 1] / sum, 1.0, tolerance(p.n_kv)) << "row " << i << " seed " << seed_;
+        EXPECT_NEAR(lse[2 * i + 1] / sum, 1.0, tolerance(p.n_kv))
+            << "row " << i << " seed " << seed_;
       }
       for (int64_t j = 0; j < p.dv; ++j) {
         const size_t at = static_cast<size_t>(i * p.dv + j);
@@ -278,6 +282,103 @@ TEST_P(AttnKernelTest, ExpIsAccurate) {
     worst = std::max(worst, std::fabs(got - want) / want);
   }
   EXPECT_LT(worst, 1e-6);
+}
+
+// attn_f16_tiles: every row of p (tokens x group, each with its mask row) in
+// one call, the tiles' flags as FLASH_ATTN_EXT derives them from the masks.
+std::vector<float> run_tiles(const Kernels& kern, const Problem& p) {
+  std::vector<const float*> q, mask;
+  std::vector<float> out(static_cast<size_t>(p.g * p.dv), -1.0f),
+      scratch(attn_tile_floats(p.d, p.dv), std::nanf(""));  // scratch starts as NaN
+  std::vector<float*> outs;
+  for (int i = 0; i < p.g; ++i) {
+    q.push_back(p.q.data() + i * p.d);
+    if (!p.mask.empty()) mask.push_back(p.mask_row(i));
+    outs.push_back(out.data() + i * p.dv);
+  }
+  std::vector<AttnTile> tiles;
+  for (int64_t k0 = 0; k0 < p.n_kv; k0 += kAttnTileKeys) {
+    bool seen = p.mask.empty(), plain = true;
+    for (int i = 0; i < p.g && !p.mask.empty(); ++i) {
+      for (int64_t c = k0; c < std::min(p.n_kv, k0 + kAttnTileKeys); ++c) {
+        seen |= mask[static_cast<size_t>(i)][c] != -INFINITY;
+        plain &= mask[static_cast<size_t>(i)][c] == 0.0f;
+      }
+    }
+    tiles.push_back(!seen ? AttnTile::kSkip : plain ? AttnTile::kPlain : AttnTile::kMasked);
+  }
+  AttnTileArgs a;
+  a.d = p.d;
+  a.dv = p.dv;
+  a.n_kv = p.n_kv;
+  a.rows = p.g;
+  a.q = q.data();
+  a.mask = p.mask.empty() ? nullptr : mask.data();
+  a.tiles = tiles.data();
+  a.k = reinterpret_cast<const uint8_t*>(p.k.data());
+  a.k_stride = static_cast<size_t>(p.d) * 2;
+  a.v = reinterpret_cast<const uint8_t*>(p.v.data());
+  a.v_stride = static_cast<size_t>(p.dv) * 2;
+  a.scale = p.scale;
+  a.scratch = scratch.data();
+  a.out = outs.data();
+  kern.attn_f16_tiles(a);
+  return out;
+}
+
+// Prompts as FLASH_ATTN_EXT hands them to the tiles: `tokens` query tokens
+// times a GQA group of `group` heads, each token's mask shared by its heads.
+// Causal masks at depth (mask 0 where seen: plain tiles; -inf past the
+// diagonal and in the cache's tail: skipped tiles) with NaN in the K / V rows
+// no row sees; random masks (values, -inf, a token seeing nothing: zeros);
+// no mask; rows off the 16-row vectors, n_kv off the 32-key tiles, d / dv off
+// the vector width, and the 64-row maximum.
+TEST_P(AttnKernelTest, TilesMatchDoubleReference) {
+  std::mt19937 rng(seed_);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  struct Shape {
+    int64_t d, dv, n_kv;
+    int tokens, group;
+    int64_t depth;  // causal: token t sees keys <= depth + t; -1 random; -2 no mask
+  };
+  for (const Shape s :
+       {Shape{64, 64, 300, 8, 8, 250}, Shape{72, 36, 97, 9, 7, -1}, Shape{40, 17, 33, 5, 3, -2},
+        Shape{128, 128, 70, 4, 16, -1}, Shape{64, 64, 1, 1, 1, -1}, Shape{64, 64, 45, 64, 1, 0},
+        Shape{16, 16, 200, 3, 5, 120}}) {
+    const int rows = s.tokens * s.group;
+    Problem p = random_problem(s.d, s.dv, s.n_kv, rows, rng);
+    if (s.depth != -2) {
+      p.mask.resize(static_cast<size_t>(rows) * static_cast<size_t>(s.n_kv));
+      for (int t = 0; t < s.tokens; ++t) {
+        std::vector<float> m(static_cast<size_t>(s.n_kv));
+        for (int64_t c = 0; c < s.n_kv; ++c) {
+          m[c] = s.depth >= 0              ? (c <= s.depth + t ? 0.0f : -INFINITY)
+                 : c > 0 && rng() % 4 == 0 ? -INFINITY
+                                           : dist(rng);
+        }
+        if (s.depth == -1 && t == 1) std::fill(m.begin(), m.end(), -INFINITY);
+        for (int i = 0; i < s.group; ++i) {
+          std::copy(m.begin(), m.end(), p.mask.begin() + (t * s.group + i) * s.n_kv);
+        }
+      }
+      const uint16_t nan = 0x7E00;
+      for (int64_t c = 0; c < s.n_kv; ++c) {
+        bool seen = false;
+        for (int r = 0; r < rows; ++r)
+          seen |= p.mask[static_cast<size_t>(r * s.n_kv + c)] != -INFINITY;
+        if (seen) continue;
+        for (int64_t j = 0; j < s.d; ++j) p.k[static_cast<size_t>(c * s.d + j)] = nan;
+        for (int64_t j = 0; j < s.dv; ++j) p.v[static_cast<size_t>(c * s.dv + j)] = nan;
+      }
+    }
+    const std::vector<float> got = run_tiles(kernels(), p);
+    const std::vector<double> want = reference(p);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_NEAR(got[i], want[i], tolerance(s.n_kv))
+          << "tokens " << s.tokens << " group " << s.group << " d " << s.d << " n_kv " << s.n_kv
+          << " at " << i << " seed " << seed_;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, AttnKernelTest, ::testing::ValuesIn(testing::simd_tiers()),

@@ -221,6 +221,55 @@ std::vector<Case> flash_attn_cases() {
          },
          kNmseMatMul});
   }
+  // Prompts (several query tokens, f16 K/V): the SIMD tiers run blocks of
+  // tokens times their GQA group in tiles of 32 keys. Blocks of 8 tokens (8
+  // heads a KV head) and a short last block; a causal mask at depth with an
+  // -inf tail (tiles skipped, tiles with mask 0, diagonal tiles); 21-token
+  // blocks of 3-head groups (63 rows) with d / dv off the vector width and
+  // random masks; 64-token blocks of one head, no mask; and two sequences'
+  // tokens interleaved, each seeing only its own cells: cells interleaved too
+  // (every tile seen by every token), or in two ranges (a block's tokens see
+  // different tiles: the block goes token by token).
+  struct Prompt {
+    const char* name;
+    int64_t d, dv, n_q, n_kv, heads, kv_heads;
+    int64_t depth;       // causal: token i sees keys <= depth + i; -1: random mask; -2: none
+    int64_t seqs;        // tokens alternate among this many sequences ...
+    bool apart = false;  // ... whose keys alternate too, or (apart) lie in
+                         // n_kv / seqs cells each, token i seeing its first depth + i / seqs
+  };
+  for (const Prompt& s :
+       {Prompt{"f16_prompt_gqa8_at_depth", 64, 64, 20, 160, 16, 2, 120, 1},
+        Prompt{"f16_prompt_two_sequences_interleaved", 64, 64, 12, 96, 8, 1, 70, 2},
+        Prompt{"f16_prompt_two_sequences_apart", 64, 64, 12, 96, 8, 1, 30, 2, true},
+        Prompt{"f16_prompt_63_rows", 40, 24, 25, 70, 6, 2, -1, 1},
+        Prompt{"f16_prompt_mha_no_mask", 16, 16, 70, 45, 2, 2, -2, 1}}) {
+    Gen causal = [s](std::mt19937& rng, std::span<float> v) {
+      std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+      for (size_t i = 0; i < v.size(); ++i) {
+        const int64_t token = static_cast<int64_t>(i) / s.n_kv,
+                      key = static_cast<int64_t>(i) % s.n_kv;
+        const int64_t cells = s.n_kv / s.seqs;
+        const bool seen =
+            s.apart ? key / cells == token % s.seqs && key % cells <= s.depth + token / s.seqs
+                    : key <= s.depth + token && key % s.seqs == token % s.seqs;
+        v[i] = seen ? (s.seqs == 1 ? 0.0f : dist(rng)) : -INFINITY;
+      }
+    };
+    cases.push_back({s.name,
+                     [s, causal](CaseGraph& c) {
+                       Tensor* q = c.input(DType::kF32, {s.d, s.n_q, s.heads, 1});
+                       Tensor* k = c.input(DType::kF16, {s.d, s.n_kv, s.kv_heads, 1});
+                       Tensor* v = c.input(DType::kF16, {s.dv, s.n_kv, s.kv_heads, 1});
+                       Tensor* mask = s.depth == -2
+                                          ? nullptr
+                                          : c.input(DType::kF32, {s.n_kv, s.n_q},
+                                                    s.depth == -1 ? mask_values(s.n_kv) : causal);
+                       return ops::flash_attn_ext(c.g(), q, k, v, mask,
+                                                  1.0f / std::sqrt(static_cast<float>(s.d)));
+                     },
+                     kNmseMatMul});
+  }
   // As llama calls it: q permuted from [d, heads, tokens]; K and V the first n_kv
   // rows of f16 caches [d, ctx, kv_heads]; an f32 mask [n_kv, tokens].
   cases.push_back(

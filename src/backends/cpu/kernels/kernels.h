@@ -105,6 +105,44 @@ struct AttnArgs {
   float* lse = nullptr;
 };
 
+// FLASH_ATTN_EXT for up to kAttnTileRows query rows sharing one f16 K/V head
+// (no ALiBi, no softcap): a prompt's tokens times their GQA group, in tiles of
+// kAttnTileKeys keys whose K and V rows are converted once for every row
+// (x86/attn_tiles.h). tiles[t] says what the mask does in tile t:
+// kSkip, -inf on every key for every row (the tile is not read); kPlain, 0
+// everywhere (the mask is not read; also with no mask); kMasked, anything
+// (read). A key masked for every row is not read in a masked tile either;
+// a row with every key masked is zeros. Results agree with attn_f16's to
+// rounding (one softmax pass per tile instead of one per row).
+constexpr int kAttnTileKeys = 32;
+constexpr int kAttnTileRows = 64;
+constexpr int64_t kAttnTileAlign = 16;  // floats: rows and dv padded to this in scratch
+inline constexpr int64_t attn_tile_round(int64_t n) {
+  return (n + kAttnTileAlign - 1) / kAttnTileAlign * kAttnTileAlign;
+}
+enum class AttnTile : uint8_t { kSkip, kPlain, kMasked };
+struct AttnTileArgs {
+  int64_t d = 0, dv = 0, n_kv = 0;     // d, dv <= kAttnMaxD
+  int rows = 0;                        // 1..kAttnTileRows
+  const float* const* q = nullptr;     // rows of d floats
+  const float* const* mask = nullptr;  // rows of n_kv floats (read in masked tiles only)
+  const AttnTile* tiles = nullptr;     // ceil(n_kv / kAttnTileKeys) of them
+  const uint8_t* k = nullptr;          // key 0, f16, contiguous rows of d
+  size_t k_stride = 0;                 // bytes between keys
+  const uint8_t* v = nullptr;          // value 0, f16, contiguous rows of dv
+  size_t v_stride = 0;
+  float scale = 1.0f;
+  float* scratch = nullptr;     // attn_tile_floats(d, dv) floats, 64-byte aligned
+  float* const* out = nullptr;  // rows of dv floats
+};
+// Scratch floats of one attn_f16_tiles call (x86/attn_tiles.h lays them out).
+inline constexpr size_t attn_tile_floats(int64_t d, int64_t dv) {
+  const int64_t dp = attn_tile_round(d), dvp = attn_tile_round(dv);
+  return static_cast<size_t>(dp * kAttnTileRows + kAttnTileKeys * (dp + dvp) +
+                             2 * kAttnTileKeys * kAttnTileRows + kAttnTileRows * dvp +
+                             3 * kAttnTileRows);
+}
+
 struct Kernels {
   Isa isa = Isa::kRef;
   // Activation quantizers for one row of k floats (k a multiple of 32 / 256);
@@ -123,6 +161,8 @@ struct Kernels {
 
   // Null in the ref tier: FLASH_ATTN_EXT runs its scalar reference.
   void (*attn_f16)(const AttnArgs& args) = nullptr;
+  // Null where attn_f16 is: FLASH_ATTN_EXT then runs its rows per token.
+  void (*attn_f16_tiles)(const AttnTileArgs& args) = nullptr;
   // RMS_NORM of one contiguous f32 row (y may be x); null: the scalar reference.
   void (*rms_norm)(const float* x, float* y, int64_t n, float eps) = nullptr;
   // SOFT_MAX's exponentials: y = exp(x - max) for x <= max (y may be x; NaN

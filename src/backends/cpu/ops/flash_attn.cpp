@@ -6,6 +6,7 @@
 // n_kv * (D + Dv) multiply-adds plus one K and one V row conversion per key.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "backends/cpu/kernels/kernels.h"
@@ -63,10 +64,48 @@ size_t fast_floats(const Tensor& node) {
          2 * static_cast<size_t>(group) * scratch_floats(row_len(node)) + scratch_floats(2 * group);
 }
 
+// Prompt path (a tier with attn_f16_tiles): units are (block of query
+// tokens, KV head, batch), the block's tokens times the group's heads (at most
+// kAttnTileRows rows) in one kernel call that converts each K / V row once for
+// all of them. The mask must be one row per token (shared by the heads).
+bool tile_shape(const Tensor& node) {
+  const Tensor* mask = node.src[3];
+  return fast_shape(node) && node.src[0]->ne[1] >= 2 && (mask == nullptr || mask->ne[2] == 1);
+}
+
+bool tiled(const Tensor& node, const Kernels* kernels) {
+  return kernels != nullptr && kernels->attn_f16_tiles != nullptr && tile_shape(node);
+}
+
+int64_t tile_tokens(const Tensor& node) {
+  const int64_t group = node.src[0]->ne[2] / node.src[1]->ne[2];
+  return std::max<int64_t>(1, kAttnTileRows / group);
+}
+
+int64_t key_tiles(const Tensor& node) {
+  return (node.src[1]->ne[1] + kAttnTileKeys - 1) / kAttnTileKeys;
+}
+
+// Per thread, after fast_floats: the kernel's scratch, q and out rows (one a
+// row), one mask row a token, and the tiles' flags.
+size_t tile_floats(const Tensor& node) {
+  if (!tile_shape(node)) return 0;
+  const int64_t tokens = tile_tokens(node);
+  const int64_t rows = tokens * (node.src[0]->ne[2] / node.src[1]->ne[2]);
+  return attn_tile_floats(node.src[0]->ne[0], node.src[2]->ne[0]) +
+         2 * static_cast<size_t>(rows) * scratch_floats(row_len(node)) +
+         static_cast<size_t>(tokens) * scratch_floats(node.src[1]->ne[1]) +
+         scratch_floats(key_tiles(node));
+}
+
+size_t slot_floats(const Tensor& node) {
+  return fast_floats(node) + tile_floats(node);
+}
+
 size_t work_size(const Tensor& node, int nth) {
   const size_t ref = row_work_size(nth, kRows, row_len(node));
   if (!fast_shape(node)) return ref;
-  return std::max(ref, static_cast<size_t>(nth) * fast_floats(node) * sizeof(float));
+  return std::max(ref, static_cast<size_t>(nth) * slot_floats(node) * sizeof(float));
 }
 
 // Decode with fewer units than threads: each unit's keys split into `chunks`
@@ -110,7 +149,7 @@ struct FastState {
     a.out = op;
   }
   static float* thread_base(const OpContext& ctx, int ith, const Tensor& node) {
-    return reinterpret_cast<float*>(ctx.work) + static_cast<size_t>(ith) * fast_floats(node);
+    return reinterpret_cast<float*>(ctx.work) + static_cast<size_t>(ith) * slot_floats(node);
   }
   float* masks() const { return base + kAttnBlock * kv_row; }
   float* qs() const { return masks() + group * kv_row; }
@@ -154,21 +193,124 @@ struct FastState {
   }
 };
 
+// Unit u of FastState (one query token's group of heads) over every key.
+void run_token(Tensor& node, const OpContext& ctx, FastState& st, int64_t u) {
+  const int64_t group = st.group;
+  int64_t hk = 0, iq = 0, b = 0;
+  st.load(u, 0, st.k.ne[1], &hk, &iq, &b);
+  float* outs = FastState::outs(st.base, group, st.kv_row, st.row);
+  for (int64_t i = 0; i < group; ++i) {
+    st.op[i] = row_out(node, hk * group + i, iq, b, outs + i * st.row);
+  }
+  ctx.kernels->attn_f16(st.a);
+  for (int64_t i = 0; i < group; ++i) write_row(node, hk * group + i, iq, b, st.op[i]);
+}
+
+// Prompt path. Units, taken from the op's counter, are (token block, KV
+// head, batch) with the token block fastest, so that consecutive units read
+// the same head's keys while they are in cache. A block whose tokens see
+// different keys (a batch of several sequences' tokens) goes token by token
+// instead: the tiles would compute every token against every key any of
+// them sees.
+void compute_tiles(Tensor& node, const OpContext& ctx) {
+  FastState st(node, ctx);
+  const Tensor& q = st.q;
+  const Tensor& k = st.k;
+  const Tensor* mask = st.mask;
+  const int64_t group = st.group, n_q = q.ne[1], n_kv = k.ne[1];
+  const int64_t tokens = tile_tokens(node), blocks = (n_q + tokens - 1) / tokens;
+  const int64_t units = blocks * k.ne[2] * q.ne[3], n_tiles = key_tiles(node);
+  float* at = st.base + fast_floats(node);
+  float* kernel_scratch = at;
+  at += attn_tile_floats(q.ne[0], st.v.ne[0]);
+  float* qs = at;
+  at += tokens * group * st.row;
+  float* outs = at;
+  at += tokens * group * st.row;
+  float* masks = at;
+  at += tokens * st.kv_row;
+  auto* tiles = reinterpret_cast<AttnTile*>(at);
+  const float* qp[kAttnTileRows];
+  const float* mp[kAttnTileRows];
+  const float* mrow[kAttnTileRows];
+  float* op[kAttnTileRows];
+  AttnTileArgs a;
+  a.d = q.ne[0];
+  a.dv = st.v.ne[0];
+  a.n_kv = n_kv;
+  a.q = qp;
+  a.mask = mask ? mp : nullptr;
+  a.tiles = tiles;
+  a.k_stride = k.nb[1];
+  a.v_stride = st.v.nb[1];
+  a.scale = st.a.scale;
+  a.scratch = kernel_scratch;
+  a.out = op;
+  for (int64_t n = 0;; ++n) {
+    const int64_t u =
+        ctx.counter ? ctx.counter->fetch_add(1, std::memory_order_relaxed) : ctx.ith + n * ctx.nth;
+    if (u >= units) break;
+    const int64_t tb = u % blocks, hk = (u / blocks) % k.ne[2], b = u / (blocks * k.ne[2]);
+    const int64_t t0 = tb * tokens, nt = std::min(tokens, n_q - t0);
+    // Each tile: skipped if no token sees any of its keys, plain if every
+    // token sees all of them with mask 0.
+    int64_t seen = 0, kept = 0;
+    for (int64_t t = 0; t < nt && mask; ++t) {
+      mrow[t] = read_row(*mask, t0 + t, 0, b % mask->ne[3], masks + t * st.kv_row);
+    }
+    for (int64_t it = 0; it < n_tiles; ++it) {
+      const int64_t k0 = it * kAttnTileKeys, k1 = std::min(n_kv, k0 + kAttnTileKeys);
+      bool any = mask == nullptr, plain = true;
+      if (mask == nullptr) seen += nt;
+      for (int64_t t = 0; t < nt && mask; ++t) {
+        // On the bits, as OR reductions the compiler vectorizes: some key
+        // not -inf (0xff800000), every key +-0.
+        uint32_t differs = 0, nonzero = 0;
+        for (int64_t c = k0; c < k1; ++c) {
+          uint32_t bits;
+          std::memcpy(&bits, mrow[t] + c, sizeof bits);
+          differs |= bits ^ 0xff800000u;
+          nonzero |= bits << 1;
+        }
+        seen += differs != 0;
+        any |= differs != 0;
+        plain &= nonzero == 0;
+      }
+      tiles[it] = !any ? AttnTile::kSkip : plain ? AttnTile::kPlain : AttnTile::kMasked;
+      kept += any;
+    }
+    if (4 * seen < 3 * kept * nt) {
+      for (int64_t t = 0; t < nt; ++t)
+        run_token(node, ctx, st, ((b * n_q) + t0 + t) * k.ne[2] + hk);
+      continue;
+    }
+    a.rows = static_cast<int>(nt * group);
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t i = 0; i < group; ++i) {
+        const int64_t r = t * group + i, h = hk * group + i;
+        qp[r] = read_row(q, t0 + t, h, b, qs + r * st.row);
+        mp[r] = mask ? mrow[t] : nullptr;
+        op[r] = row_out(node, h, t0 + t, b, outs + r * st.row);
+      }
+    }
+    a.k = row_ptr(k, 0, hk, b / st.batch_group);
+    a.v = row_ptr(st.v, 0, hk, b / st.batch_group);
+    ctx.kernels->attn_f16_tiles(a);
+    for (int64_t t = 0; t < nt; ++t) {
+      for (int64_t i = 0; i < group; ++i)
+        write_row(node, hk * group + i, t0 + t, b, op[t * group + i]);
+    }
+  }
+}
+
 void compute_fast(Tensor& node, const OpContext& ctx) {
+  if (tiled(node, ctx.kernels)) return compute_tiles(node, ctx);
   FastState st(node, ctx);
   const int64_t group = st.group;
   int64_t hk = 0, iq = 0, b = 0;
   if (st.chunks == 1) {
     const Range r = split_rows(st.units, ctx.ith, ctx.nth);
-    for (int64_t u = r.begin; u < r.end; ++u) {
-      st.load(u, 0, st.k.ne[1], &hk, &iq, &b);
-      float* outs = FastState::outs(st.base, group, st.kv_row, st.row);
-      for (int64_t i = 0; i < group; ++i) {
-        st.op[i] = row_out(node, hk * group + i, iq, b, outs + i * st.row);
-      }
-      ctx.kernels->attn_f16(st.a);
-      for (int64_t i = 0; i < group; ++i) write_row(node, hk * group + i, iq, b, st.op[i]);
-    }
+    for (int64_t u = r.begin; u < r.end; ++u) run_token(node, ctx, st, u);
     return;
   }
   // Split keys: partial (max, sum, undivided out) per thread, then chunk 0 merges.
@@ -276,7 +418,8 @@ void compute(Tensor& node, const OpContext& ctx) {
 }
 
 int phases(const Tensor& node, int nth, const Kernels* kernels) {
-  if (kernels == nullptr || !kernels->attn_f16 || !fast_shape(node)) return 1;
+  if (kernels == nullptr || !kernels->attn_f16 || !fast_shape(node) || tiled(node, kernels))
+    return 1;
   const Tensor& q = *node.src[0];
   const Tensor& k = *node.src[1];
   return key_chunks(q.ne[1] * k.ne[2] * q.ne[3], k.ne[1], nth) > 1 ? 2 : 1;

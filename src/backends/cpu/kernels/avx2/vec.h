@@ -25,6 +25,7 @@ struct Vec {
   static F load(const float* p) { return _mm256_loadu_ps(p); }
   static void store(float* p, F v) { _mm256_storeu_ps(p, v); }
   static F load_n(const float* p, int n) { return _mm256_maskload_ps(p, lane_mask(n)); }
+  static void store_n(float* p, F v, int n) { _mm256_maskstore_ps(p, lane_mask(n), v); }
   static F load_f16(const uint16_t* p) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }

@@ -8,6 +8,7 @@
 
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/x86/attn.h"
+#include "backends/cpu/kernels/x86/attn_tiles.h"
 #include "backends/cpu/kernels/x86/float_mat.h"
 #include "backends/cpu/kernels/x86/norm.h"
 #include "backends/cpu/kernels/x86/quantize.h"
@@ -17,10 +18,12 @@ namespace tessera::cpu {
 namespace {
 
 struct TileSizes {
-  int float_rows, float_cols;  // FloatTiles register tile
-  int row_cols;                // columns per RowDot call
-  int f16_gemv_panels;         // F16Panels: panels per GEMV tile ...
-  int f16_cols;                // ... and columns per GEMM tile
+  int float_rows, float_cols;            // FloatTiles register tile
+  int row_cols;                          // columns per RowDot call
+  int f16_gemv_panels;                   // F16Panels: panels per GEMV tile ...
+  int f16_cols;                          // ... and columns per GEMM tile
+  int attn_score_vecs, attn_score_keys;  // AttnTiles: score tile, row vectors x keys ...
+  int attn_pv_rows, attn_pv_vecs;        // ... and output tile, rows x dv vectors
 };
 
 // Rows per GEMM chunk for F16 panels: TinyLlama-shape F16 pp512 on a
@@ -57,6 +60,8 @@ struct X86Table {
         .f16_panel = {F16Panels<V, kT.f16_gemv_panels, kT.f16_cols>::run, ActFormat::kF32Groups,
                       kF16GemmRows},
         .attn_f16 = Attn<V>::run,
+        .attn_f16_tiles = AttnTiles<V, kT.attn_score_vecs, kT.attn_score_keys, kT.attn_pv_rows,
+                                    kT.attn_pv_vecs>::run,
         .rms_norm = rms_norm_row<V>,
         .exp_sum = exp_sum_row<V>,
     };
