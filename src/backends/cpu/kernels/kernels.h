@@ -168,6 +168,9 @@ struct Kernels {
   // SOFT_MAX's exponentials: y = exp(x - max) for x <= max (y may be x; NaN
   // stays NaN), returning their sum; null: std::exp.
   float (*exp_sum)(const float* x, float* y, int64_t n, float max) = nullptr;
+  // SWIGLU of contiguous f32 rows: y = silu(g) * u (y may be g or u), to a
+  // few ulp of the scalar formula; null: the scalar formula.
+  void (*silu_mul)(const float* g, const float* u, float* y, int64_t n) = nullptr;
 };
 
 // The table of `isa` (every tier is always built; the caller checks that this

@@ -4,6 +4,7 @@
 // rows split over the threads.
 #include <cmath>
 
+#include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/ops/rows.h"
 #include "tessera/op_params.h"
 
@@ -135,7 +136,11 @@ void glu_compute(Tensor& node, const OpContext& ctx) {
     const float* g = read_row(gate, i, sg);
     const float* u = read_row(up, i, su);
     float* d = row_out(node, i, sd);
-    for (int64_t k = 0; k < n; ++k) d[k] = act(g[k]) * u[k];
+    if (act == silu && ctx.kernels != nullptr && ctx.kernels->silu_mul != nullptr) {
+      ctx.kernels->silu_mul(g, u, d, n);  // a SIMD tier (kernels.h)
+    } else {
+      for (int64_t k = 0; k < n; ++k) d[k] = act(g[k]) * u[k];
+    }
     write_row(node, i, d);
   }
 }

@@ -61,6 +61,7 @@ struct Vec {
   // a where t is a number, t (NaN) where it is NaN.
   static F keep_nan(F a, F t) { return _mm256_blendv_ps(a, t, _mm256_cmp_ps(t, t, _CMP_UNORD_Q)); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm256_div_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F abs(F a) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), a); }
   // max(a, acc), returning acc where a is NaN (as std::fmax(acc, a) does).

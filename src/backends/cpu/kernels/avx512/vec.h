@@ -59,6 +59,7 @@ struct Vec {
     return _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q), t);
   }
   static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F div(F a, F b) { return _mm512_div_ps(a, b); }
   static F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F abs(F a) { return _mm512_abs_ps(a); }
   // max(a, acc), returning acc where a is NaN (as std::fmax(acc, a) does).

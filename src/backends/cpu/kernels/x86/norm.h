@@ -1,7 +1,7 @@
 // Row kernels over a tier's vector type V. RMS_NORM of one contiguous f32
 // row: the sum of squares in 4 f32 vector accumulators (FMA), then
 // y = x / sqrt(mean + eps). SOFT_MAX's exponentials: y = exp(x - max) with
-// attn.h's polynomial (NaN kept), returning the sum.
+// attn.h's polynomial (NaN kept), returning the sum. SWIGLU's silu(g) * u.
 // Include after the tier's vec.h; internal linkage per tier.
 #pragma once
 
@@ -63,6 +63,24 @@ float exp_sum_row(const float* x, float* y, int64_t n, float max) {
     total += y[i];
   }
   return total;
+}
+
+// SWIGLU of one row: y = silu(g) * u = g / (1 + exp(-g)) * u, exp(-g) by
+// attn.h's polynomial with -g held to at most 88 (exp(88) is finite; below
+// -87 it is 0, so a large g gives g * u). NaN g stays NaN.
+template <class V>
+void silu_mul_row(const float* g, const float* u, float* y, int64_t n) {
+  using F = typename V::F;
+  constexpr int64_t L = V::kLanes;
+  const F one = V::set1(1.0f), lim = V::set1(-88.0f);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const F x = V::load(g + i);
+    const F e = Attn<V>::exp_neg(V::sub(V::zero(), V::max(x, lim)));
+    const F v = V::mul(V::div(x, V::add(one, e)), V::load(u + i));
+    std::memcpy(y + i, &v, sizeof(v));
+  }
+  for (; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }
 
 }  // namespace

@@ -64,6 +64,7 @@ struct X86Table {
                                     kT.attn_pv_vecs>::run,
         .rms_norm = rms_norm_row<V>,
         .exp_sum = exp_sum_row<V>,
+        .silu_mul = silu_mul_row<V>,
     };
   }
 };
