@@ -58,6 +58,8 @@ struct Vec {
   static F zero_below(F a, F x, float t) {
     return _mm256_and_ps(a, _mm256_cmp_ps(x, _mm256_set1_ps(t), _CMP_GE_OQ));
   }
+  // y * 2^n where x >= t, else 0 (n integer-valued in [-126, 127] there).
+  static F scale_pow2_above(F y, F n, F x, float t) { return zero_below(mul(y, pow2(n)), x, t); }
   // a where t is a number, t (NaN) where it is NaN.
   static F keep_nan(F a, F t) { return _mm256_blendv_ps(a, t, _mm256_cmp_ps(t, t, _CMP_UNORD_Q)); }
   static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
@@ -84,7 +86,8 @@ struct Vec {
     const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(x[0], x[1]), _mm256_hadd_ps(x[2], x[3]));
     const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(x[4], x[5]), _mm256_hadd_ps(x[6], x[7]));
     // t0 = [x0..x3 over lanes 0-3 | x0..x3 over lanes 4-7], t1 likewise for x4..x7.
-    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20),
+                         _mm256_permute2f128_ps(t0, t1, 0x31));
   }
   static float hmax(F a) {
     const __m128 s = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));

@@ -54,6 +54,11 @@ struct Vec {
   static F zero_below(F a, F x, float t) {
     return _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(t), _CMP_GE_OQ), a);
   }
+  // y * 2^n where x >= t, else 0 (n integer-valued in [-126, 127] there):
+  // one vscalefps, the same bits as y * pow2(n).
+  static F scale_pow2_above(F y, F n, F x, float t) {
+    return _mm512_maskz_scalef_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(t), _CMP_GE_OQ), y, n);
+  }
   // a where t is a number, t (NaN) where it is NaN.
   static F keep_nan(F a, F t) {
     return _mm512_mask_mov_ps(a, _mm512_cmp_ps_mask(t, t, _CMP_UNORD_Q), t);
@@ -96,7 +101,8 @@ struct Vec {
     }
     const __m256 t0 = _mm256_hadd_ps(_mm256_hadd_ps(y[0], y[1]), _mm256_hadd_ps(y[2], y[3]));
     const __m256 t1 = _mm256_hadd_ps(_mm256_hadd_ps(y[4], y[5]), _mm256_hadd_ps(y[6], y[7]));
-    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20), _mm256_permute2f128_ps(t0, t1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(t0, t1, 0x20),
+                         _mm256_permute2f128_ps(t0, t1, 0x31));
   }
   static float hmax(F a) {
     a = _mm512_max_ps(a, _mm512_shuffle_f32x4(a, a, 0x4E));

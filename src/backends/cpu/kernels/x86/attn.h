@@ -40,7 +40,7 @@ struct Attn {
     p = V::fma(p, r, V::set1(1.6666665459e-1f));
     p = V::fma(p, r, V::set1(5.0000001201e-1f));
     const F y = V::add(V::fma(V::mul(p, r), r, r), V::set1(1.0f));
-    return V::zero_below(V::mul(y, V::pow2(n)), x, -87.0f);
+    return V::scale_pow2_above(y, n, x, -87.0f);
   }
 
   static F load_f16(const uint8_t* p, int64_t j, int64_t n) {
@@ -111,11 +111,11 @@ struct Attn {
     if constexpr (G == kG) {  // one key, a vector of its kG scores
       __m256 t = _mm256_mul_ps(V::hsum8(acc), scale);
       if (a.mask != nullptr) {
-        t = _mm256_add_ps(t, p.shared_mask
-                                 ? _mm256_set1_ps(p.mask[0][ic])
-                                 : _mm256_setr_ps(p.mask[0][ic], p.mask[1][ic], p.mask[2][ic],
-                                                  p.mask[3][ic], p.mask[4][ic], p.mask[5][ic],
-                                                  p.mask[6][ic], p.mask[7][ic]));
+        t = _mm256_add_ps(
+            t, p.shared_mask
+                   ? _mm256_set1_ps(p.mask[0][ic])
+                   : _mm256_setr_ps(p.mask[0][ic], p.mask[1][ic], p.mask[2][ic], p.mask[3][ic],
+                                    p.mask[4][ic], p.mask[5][ic], p.mask[6][ic], p.mask[7][ic]));
       }
       _mm256_storeu_ps(s, t);
       p.mx = _mm256_max_ps(t, p.mx);  // a NaN score leaves the max as it was
@@ -213,7 +213,8 @@ struct Attn {
       int n = 0;
       for (int64_t ic = t0; ic < t1; ++ic) {
         const float* w = a.scores + ic * kG;
-        if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(w), _mm256_setzero_ps(), _CMP_NEQ_UQ)) == 0) {
+        if (_mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_loadu_ps(w), _mm256_setzero_ps(), _CMP_NEQ_UQ)) == 0) {
           continue;
         }
         rows[n] = reinterpret_cast<const uint16_t*>(a.v + static_cast<size_t>(ic) * a.v_stride);
@@ -238,9 +239,11 @@ struct Attn {
         for (int i = 0; i < G; ++i) acc[i] = V::zero();
         for (int t = 0; t < n; ++t) {
           const F vv = V::load_f16_n(rows[t] + j, r);
-          for (int i = 0; i < G; ++i) acc[i] = V::fma(V::load(wb + (t * G + i) * V::kLanes), vv, acc[i]);
+          for (int i = 0; i < G; ++i)
+            acc[i] = V::fma(V::load(wb + (t * G + i) * V::kLanes), vv, acc[i]);
         }
-        for (int i = 0; i < G; ++i) store(a.out[i], V::add(V::load_n(a.out[i] + j, r), acc[i]), j, a.dv);
+        for (int i = 0; i < G; ++i)
+          store(a.out[i], V::add(V::load_n(a.out[i] + j, r), acc[i]), j, a.dv);
       }
     }
     for (int i = 0; i < G; ++i) {
