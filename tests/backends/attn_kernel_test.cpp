@@ -34,34 +34,46 @@ struct Problem {
 };
 
 // lse: when not null, the kernel's partial result (max, sum) per row, out undivided.
-std::vector<float> run(const Kernels& kern, const Problem& p, std::vector<float>* lse = nullptr) {
+// p's rows as the kernels take them: q, mask (empty: none) and out pointers,
+// out filled with -1; both kernels' K / V arguments.
+struct Rows {
   std::vector<const float*> q, mask;
-  std::vector<float> out(static_cast<size_t>(p.g * p.dv), -1.0f),
-      scores(static_cast<size_t>(kAttnBlock * p.n_kv));
+  std::vector<float> out;
   std::vector<float*> outs;
-  for (int i = 0; i < p.g; ++i) {
-    q.push_back(p.q.data() + i * p.d);
-    if (!p.mask.empty()) mask.push_back(p.mask_row(i));
-    outs.push_back(out.data() + i * p.dv);
+  explicit Rows(const Problem& p) : out(static_cast<size_t>(p.g * p.dv), -1.0f) {
+    for (int i = 0; i < p.g; ++i) {
+      q.push_back(p.q.data() + i * p.d);
+      if (!p.mask.empty()) mask.push_back(p.mask_row(i));
+      outs.push_back(out.data() + i * p.dv);
+    }
   }
+  template <class Args>
+  void fill(const Problem& p, Args& a) {
+    a.d = p.d;
+    a.dv = p.dv;
+    a.n_kv = p.n_kv;
+    a.q = q.data();
+    a.mask = p.mask.empty() ? nullptr : mask.data();
+    a.k = reinterpret_cast<const uint8_t*>(p.k.data());
+    a.k_stride = static_cast<size_t>(p.d) * 2;
+    a.v = reinterpret_cast<const uint8_t*>(p.v.data());
+    a.v_stride = static_cast<size_t>(p.dv) * 2;
+    a.scale = p.scale;
+    a.out = outs.data();
+  }
+};
+
+std::vector<float> run(const Kernels& kern, const Problem& p, std::vector<float>* lse = nullptr) {
+  Rows rows(p);
+  std::vector<float> scores(static_cast<size_t>(kAttnBlock * p.n_kv));
   if (lse != nullptr) lse->assign(static_cast<size_t>(2 * p.g), -1.0f);
   AttnArgs a;
-  a.d = p.d;
-  a.dv = p.dv;
-  a.n_kv = p.n_kv;
+  rows.fill(p, a);
   a.g = p.g;
-  a.q = q.data();
-  a.mask = p.mask.empty() ? nullptr : mask.data();
-  a.k = reinterpret_cast<const uint8_t*>(p.k.data());
-  a.k_stride = static_cast<size_t>(p.d) * 2;
-  a.v = reinterpret_cast<const uint8_t*>(p.v.data());
-  a.v_stride = static_cast<size_t>(p.dv) * 2;
-  a.scale = p.scale;
   a.scores = scores.data();
-  a.out = outs.data();
   a.lse = lse != nullptr ? lse->data() : nullptr;
   kern.attn_f16(a);
-  return out;
+  return rows.out;
 }
 
 // Per row, softmax(scale q.k + mask) v in double; with lse, the row's max
@@ -287,43 +299,26 @@ TEST_P(AttnKernelTest, ExpIsAccurate) {
 // attn_f16_tiles: every row of p (tokens x group, each with its mask row) in
 // one call, the tiles' flags as FLASH_ATTN_EXT derives them from the masks.
 std::vector<float> run_tiles(const Kernels& kern, const Problem& p) {
-  std::vector<const float*> q, mask;
-  std::vector<float> out(static_cast<size_t>(p.g * p.dv), -1.0f),
-      scratch(attn_tile_floats(p.d, p.dv), std::nanf(""));  // scratch starts as NaN
-  std::vector<float*> outs;
-  for (int i = 0; i < p.g; ++i) {
-    q.push_back(p.q.data() + i * p.d);
-    if (!p.mask.empty()) mask.push_back(p.mask_row(i));
-    outs.push_back(out.data() + i * p.dv);
-  }
+  Rows rows(p);
+  std::vector<float> scratch(attn_tile_floats(p.d, p.dv), std::nanf(""));  // starts as NaN
   std::vector<AttnTile> tiles;
   for (int64_t k0 = 0; k0 < p.n_kv; k0 += kAttnTileKeys) {
     bool seen = p.mask.empty(), plain = true;
     for (int i = 0; i < p.g && !p.mask.empty(); ++i) {
       for (int64_t c = k0; c < std::min(p.n_kv, k0 + kAttnTileKeys); ++c) {
-        seen |= mask[static_cast<size_t>(i)][c] != -INFINITY;
-        plain &= mask[static_cast<size_t>(i)][c] == 0.0f;
+        seen |= p.mask_row(i)[c] != -INFINITY;
+        plain &= p.mask_row(i)[c] == 0.0f;
       }
     }
     tiles.push_back(!seen ? AttnTile::kSkip : plain ? AttnTile::kPlain : AttnTile::kMasked);
   }
   AttnTileArgs a;
-  a.d = p.d;
-  a.dv = p.dv;
-  a.n_kv = p.n_kv;
+  rows.fill(p, a);
   a.rows = p.g;
-  a.q = q.data();
-  a.mask = p.mask.empty() ? nullptr : mask.data();
   a.tiles = tiles.data();
-  a.k = reinterpret_cast<const uint8_t*>(p.k.data());
-  a.k_stride = static_cast<size_t>(p.d) * 2;
-  a.v = reinterpret_cast<const uint8_t*>(p.v.data());
-  a.v_stride = static_cast<size_t>(p.dv) * 2;
-  a.scale = p.scale;
   a.scratch = scratch.data();
-  a.out = outs.data();
   kern.attn_f16_tiles(a);
-  return out;
+  return rows.out;
 }
 
 // Prompts as FLASH_ATTN_EXT hands them to the tiles: `tokens` query tokens
