@@ -135,12 +135,37 @@ struct AttnTileArgs {
   float* scratch = nullptr;     // attn_tile_floats(d, dv) floats, 64-byte aligned
   float* const* out = nullptr;  // rows of dv floats
 };
-// Scratch floats of one attn_f16_tiles call (x86/attn_tiles.h lays them out).
+// The scratch of one attn_f16_tiles call, in floats from its start (what
+// each part holds: x86/attn_tiles.h); d and dv padded to dp and dvp.
+struct AttnTileLayout {
+  int64_t dp, dvp;
+  int64_t qt, kc, vc, p, mt, o, m, l, f;  // offsets
+  int64_t total;
+};
+inline constexpr AttnTileLayout attn_tile_layout(int64_t d, int64_t dv) {
+  AttnTileLayout t{};
+  t.dp = attn_tile_round(d);
+  t.dvp = attn_tile_round(dv);
+  int64_t at = 0;
+  const auto take = [&at](int64_t n) {
+    const int64_t start = at;
+    at += n;
+    return start;
+  };
+  t.qt = take(t.dp * kAttnTileRows);
+  t.kc = take(kAttnTileKeys * t.dp);
+  t.vc = take(kAttnTileKeys * t.dvp);
+  t.p = take(kAttnTileKeys * kAttnTileRows);
+  t.mt = take(kAttnTileKeys * kAttnTileRows);
+  t.o = take(kAttnTileRows * t.dvp);
+  t.m = take(kAttnTileRows);
+  t.l = take(kAttnTileRows);
+  t.f = take(kAttnTileRows);
+  t.total = at;
+  return t;
+}
 inline constexpr size_t attn_tile_floats(int64_t d, int64_t dv) {
-  const int64_t dp = attn_tile_round(d), dvp = attn_tile_round(dv);
-  return static_cast<size_t>(dp * kAttnTileRows + kAttnTileKeys * (dp + dvp) +
-                             2 * kAttnTileKeys * kAttnTileRows + kAttnTileRows * dvp +
-                             3 * kAttnTileRows);
+  return static_cast<size_t>(attn_tile_layout(d, dv).total);
 }
 
 struct Kernels {

@@ -206,6 +206,35 @@ void run_token(Tensor& node, const OpContext& ctx, FastState& st, int64_t u) {
   for (int64_t i = 0; i < group; ++i) write_row(node, hk * group + i, iq, b, st.op[i]);
 }
 
+// Tiles of keys for `nt` tokens' mask rows: skipped if no token sees any of
+// the tile's keys, plain if every token sees all of them with mask 0, else
+// masked. seen: (token, tile) pairs where the token sees a key; kept: tiles
+// not skipped.
+void classify_tiles(const float* const* mrow, int64_t nt, int64_t n_kv, AttnTile* tiles,
+                    int64_t* seen, int64_t* kept) {
+  *seen = *kept = 0;
+  for (int64_t it = 0; it * kAttnTileKeys < n_kv; ++it) {
+    const int64_t k0 = it * kAttnTileKeys, k1 = std::min(n_kv, k0 + kAttnTileKeys);
+    bool any = false, plain = true;
+    for (int64_t t = 0; t < nt; ++t) {
+      // On the bits, as OR reductions the compiler vectorizes: some key
+      // not -inf (0xff800000), every key +-0.
+      uint32_t differs = 0, nonzero = 0;
+      for (int64_t c = k0; c < k1; ++c) {
+        uint32_t bits;
+        std::memcpy(&bits, mrow[t] + c, sizeof bits);
+        differs |= bits ^ 0xff800000u;
+        nonzero |= bits << 1;
+      }
+      *seen += differs != 0;
+      any |= differs != 0;
+      plain &= nonzero == 0;
+    }
+    tiles[it] = !any ? AttnTile::kSkip : plain ? AttnTile::kPlain : AttnTile::kMasked;
+    *kept += any;
+  }
+}
+
 // Prompt path. Units, taken from the op's counter, are (token block, KV
 // head, batch) with the token block fastest, so that consecutive units read
 // the same head's keys while they are in cache. A block whose tokens see
@@ -252,32 +281,14 @@ void compute_tiles(Tensor& node, const OpContext& ctx) {
     if (u >= units) break;
     const int64_t tb = u % blocks, hk = (u / blocks) % k.ne[2], b = u / (blocks * k.ne[2]);
     const int64_t t0 = tb * tokens, nt = std::min(tokens, n_q - t0);
-    // Each tile: skipped if no token sees any of its keys, plain if every
-    // token sees all of them with mask 0.
-    int64_t seen = 0, kept = 0;
-    for (int64_t t = 0; t < nt && mask; ++t) {
-      mrow[t] = read_row(*mask, t0 + t, 0, b % mask->ne[3], masks + t * st.kv_row);
-    }
-    for (int64_t it = 0; it < n_tiles; ++it) {
-      const int64_t k0 = it * kAttnTileKeys, k1 = std::min(n_kv, k0 + kAttnTileKeys);
-      bool any = mask == nullptr, plain = true;
-      if (mask == nullptr) seen += nt;
-      for (int64_t t = 0; t < nt && mask; ++t) {
-        // On the bits, as OR reductions the compiler vectorizes: some key
-        // not -inf (0xff800000), every key +-0.
-        uint32_t differs = 0, nonzero = 0;
-        for (int64_t c = k0; c < k1; ++c) {
-          uint32_t bits;
-          std::memcpy(&bits, mrow[t] + c, sizeof bits);
-          differs |= bits ^ 0xff800000u;
-          nonzero |= bits << 1;
-        }
-        seen += differs != 0;
-        any |= differs != 0;
-        plain &= nonzero == 0;
+    int64_t seen = n_tiles * nt, kept = n_tiles;  // no mask: every tile plain
+    if (mask == nullptr) {
+      std::fill(tiles, tiles + n_tiles, AttnTile::kPlain);
+    } else {
+      for (int64_t t = 0; t < nt; ++t) {
+        mrow[t] = read_row(*mask, t0 + t, 0, b % mask->ne[3], masks + t * st.kv_row);
       }
-      tiles[it] = !any ? AttnTile::kSkip : plain ? AttnTile::kPlain : AttnTile::kMasked;
-      kept += any;
+      classify_tiles(mrow, nt, n_kv, tiles, &seen, &kept);
     }
     if (4 * seen < 3 * kept * nt) {
       for (int64_t t = 0; t < nt; ++t)

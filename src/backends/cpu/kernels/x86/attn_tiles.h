@@ -40,42 +40,26 @@ struct AttnTiles {
   static constexpr float kNoMax = -1e30f;
 
   struct Ctx {
-    int64_t d, dv, dvp;  // dvp: dv rounded up to kAttnTileAlign
-    int64_t rp;          // rows rounded up to kAttnTileAlign
-    float* qt;           // d x rp: qt[j * rp + r] = q_r[j] (0 past rows)
-    float* kc;           // kKeys x d: the tile's keys
-    float* vc;           // kKeys x dvp: its values, 0 past dv
-    float* p;            // kKeys x rp: scores, then weights
-    float* mt;           // kKeys x rp: the mask, in masked tiles
-    float* o;            // rp x dvp: accumulated output
-    float* m;            // rp: each row's max so far
-    float* l;            // rp: each row's sum of weights
-    float* f;            // rp: this tile's rescale of o and l
+    int64_t d, dv;
+    int64_t dp, dvp;  // d, dv rounded up to kAttnTileAlign
+    int64_t rp;       // rows rounded up to kAttnTileAlign
+    float* qt;        // d x rp: qt[j * rp + r] = q_r[j] (0 past rows)
+    float* kc;        // kKeys x dp: the tile's keys
+    float* vc;        // kKeys x dvp: its values, 0 past dv
+    float* p;         // kKeys x rp: scores, then weights
+    float* mt;        // kKeys x rp: the mask, in masked tiles
+    float* o;         // rp x dvp: accumulated output
+    float* m;         // rp: each row's max so far
+    float* l;         // rp: each row's sum of weights
+    float* f;         // rp: this tile's rescale of o and l
   };
 
   static Ctx layout(const AttnTileArgs& a) {
-    Ctx c{};
-    c.d = a.d;
-    c.dv = a.dv;
-    c.dvp = attn_tile_round(a.dv);
-    c.rp = attn_tile_round(a.rows);
-    const int64_t dp = attn_tile_round(a.d);
+    const AttnTileLayout t = attn_tile_layout(a.d, a.dv);
     float* s = a.scratch;
-    auto take = [&s](int64_t n) {
-      float* at = s;
-      s += n;
-      return at;
-    };
-    c.qt = take(dp * kAttnTileRows);
-    c.kc = take(kKeys * dp);
-    c.vc = take(kKeys * c.dvp);
-    c.p = take(kKeys * kAttnTileRows);
-    c.mt = take(kKeys * kAttnTileRows);
-    c.o = take(kAttnTileRows * c.dvp);
-    c.m = take(kAttnTileRows);
-    c.l = take(kAttnTileRows);
-    c.f = take(kAttnTileRows);
-    return c;
+    return Ctx{a.d,      a.dv,     t.dp,     t.dvp,   attn_tile_round(a.rows),
+               s + t.qt, s + t.kc, s + t.vc, s + t.p, s + t.mt,
+               s + t.o,  s + t.m,  s + t.l,  s + t.f};
   }
 
   // Converts `n` f16 values to f32 at dst, zeros from n to `padded`.
@@ -91,7 +75,6 @@ struct AttnTiles {
   // mask too, key-major like the scores, and the K / V rows of keys masked
   // for every row zeroed (never read: they may be any bits, NaN included).
   static void load_tile(const AttnTileArgs& a, const Ctx& c, int64_t k0, int nk, bool masked) {
-    const int64_t dp = attn_tile_round(a.d);
     for (int kk = 0; kk < nk; ++kk) {
       bool seen = true;
       if (masked) {
@@ -103,14 +86,14 @@ struct AttnTiles {
         }
         for (int64_t r = a.rows; r < c.rp; ++r) mrow[r] = 0.0f;
       }
-      float* kd = c.kc + kk * dp;
+      float* kd = c.kc + kk * c.dp;
       float* vd = c.vc + kk * c.dvp;
       if (!seen) {
-        std::memset(kd, 0, static_cast<size_t>(dp) * sizeof(float));
+        std::memset(kd, 0, static_cast<size_t>(c.dp) * sizeof(float));
         std::memset(vd, 0, static_cast<size_t>(c.dvp) * sizeof(float));
         continue;
       }
-      convert_row(a.k + static_cast<size_t>(k0 + kk) * a.k_stride, kd, a.d, dp);
+      convert_row(a.k + static_cast<size_t>(k0 + kk) * a.k_stride, kd, a.d, c.dp);
       convert_row(a.v + static_cast<size_t>(k0 + kk) * a.v_stride, vd, a.dv, c.dvp);
     }
   }
@@ -118,18 +101,17 @@ struct AttnTiles {
   // Step 2: scores of keys [kk0, kk0 + KB) for row vectors [n0, n0 + NV).
   template <int NV, int KB>
   static void score_block(const Ctx& c, int64_t n0, int kk0, F scale, bool masked) {
-    const int64_t dp = attn_tile_round(c.d);
     F acc[KB][NV];
     for (auto& row : acc) {
       for (F& x : row) x = V::zero();
     }
     const float* qt = c.qt + n0 * L;
-    const float* kc = c.kc + kk0 * dp;
+    const float* kc = c.kc + kk0 * c.dp;
     for (int64_t j = 0; j < c.d; ++j, qt += c.rp) {
       F qv[NV];
       for (int n = 0; n < NV; ++n) qv[n] = V::load(qt + n * L);
       for (int kb = 0; kb < KB; ++kb) {
-        const F kv = V::set1(kc[kb * dp + j]);
+        const F kv = V::set1(kc[kb * c.dp + j]);
         for (int n = 0; n < NV; ++n) acc[kb][n] = V::fma(qv[n], kv, acc[kb][n]);
       }
     }
