@@ -14,8 +14,11 @@ namespace {
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kGeluCoef = 0.044715f;
 
-float gelu(float x) {  // the tanh approximation, as ggml computes GELU
-  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCoef * x * x)));
+// GELU's tanh approximation, 0.5 x (1 + tanh(z)) with z = sqrt(2/pi) (x + 0.044715 x^3), as
+// ggml defines it, written as x / (1 + exp(-2z)): the same function, without the cancellation
+// in 1 + tanh(z) that costs the tanh form most of its digits for x below about -3.
+float gelu(float x) {
+  return x / (1.0f + std::exp(-2.0f * kSqrt2OverPi * x * (1.0f + kGeluCoef * x * x)));
 }
 float gelu_quick(float x) {
   return x / (1.0f + std::exp(-1.702f * x));

@@ -34,9 +34,11 @@ __global__ void scale_kernel(Arr a, Arr d, float mul, float add) {
   }
 }
 
-__device__ float gelu(float x) {  // the tanh approximation, as ggml's GELU
+// ggml's tanh approximation 0.5 x (1 + tanh(z)), written as x / (1 + exp(-2z)) like the CPU's:
+// 1 + tanh(z) cancels for x below about -3.
+__device__ float gelu(float x) {
   constexpr float kSqrt2OverPi = 0.79788456080286535588f;
-  return 0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+  return x / (1.0f + expf(-2.0f * kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
 }
 
 __device__ float apply(Unary op, float param, float x) {
