@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -65,9 +66,22 @@ inline std::vector<float> to_float(DType type, const std::vector<uint8_t>& bytes
 
 // Weights split as the kernels add them: w = scaled + min (min nonzero only
 // for Q4_1, Q5_1, Q4_K, which keep (d, m) / (d, dmin) as their first two f16:
-// zeroing one leaves the other part).
+// zeroing one leaves the other part; and Q6_K, whose kernels add d sc q with
+// q in [0, 63] and the offset -32 d sc apart: the block with every q 0 holds
+// the offset alone).
 inline void split_parts(DType type, const std::vector<uint8_t>& bytes, int64_t rows, int64_t k,
                         std::vector<float>* scaled, std::vector<float>* min) {
+  if (type == DType::kQ6_K) {
+    const std::vector<float> w = to_float(type, bytes, rows, k);
+    std::vector<uint8_t> offset = bytes;
+    for (size_t at = 0; at < bytes.size(); at += sizeof(block_q6_K)) {
+      std::memset(offset.data() + at, 0, offsetof(block_q6_K, scales));  // ql, qh
+    }
+    *min = to_float(type, offset, rows, k);
+    scaled->resize(w.size());
+    for (size_t i = 0; i < w.size(); ++i) (*scaled)[i] = w[i] - (*min)[i];
+    return;
+  }
   if (type != DType::kQ4_1 && type != DType::kQ5_1 && type != DType::kQ4_K) {
     *scaled = to_float(type, bytes, rows, k);
     min->assign(scaled->size(), 0.0f);
