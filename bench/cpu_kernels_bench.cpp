@@ -181,7 +181,12 @@ int main(int argc, char** argv) {
   const int64_t gemm_n = env_batch != nullptr ? std::max<int64_t>(2, std::atoll(env_batch)) : 512;
   for (int64_t n : {int64_t{1}, gemm_n}) {
     for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
-      for (auto [m, k] : {std::pair<int64_t, int64_t>{4096, 4096}, {5632, 2048}}) {
+      // GEMV also at TinyLlama's other decode shapes (down, q / o, k / v): the smaller a
+      // matrix, the more of its time goes to starting streams and ending runs.
+      using Shape = std::pair<int64_t, int64_t>;
+      std::vector<Shape> shapes = {{4096, 4096}, {5632, 2048}};
+      if (n == 1) shapes.insert(shapes.end(), {Shape{2048, 5632}, {2048, 2048}, {256, 2048}});
+      for (auto [m, k] : shapes) {
         cases.push_back({type, k, m, n});
         const std::string name = mat_name(cases.back());
         register_probe(fmt::format("{}/before:{}", roof_of(cases.back()).name, name), nth);
