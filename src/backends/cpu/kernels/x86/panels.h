@@ -16,19 +16,20 @@
 namespace tessera::cpu {
 namespace {
 
-// Software prefetch 8 KiB ahead in the quants (every other line: the L2
-// fetches 128-byte pairs) and as many blocks ahead in the scales. On one Zen 5
-// core streaming 9-18 MiB matrices it took Q4_0 GEMV from ~18 to ~30 GB/s in
-// one loaded-machine session; on a quiet machine the gain was within noise.
-// One core then reaches ~24 GB/s on Q4_0 and ~34 on Q8_0 against ~40 for a
-// plain read loop; likely limit: the misses an out-of-order window of ~45
-// uops per 288 (Q4_0) or 544 (Q8_0) bytes keeps in flight.
-inline constexpr size_t kPrefetchBytes = 8192;
+// Software prefetch 4 KiB ahead, every line of the quants, and as many
+// blocks ahead in the scales. On one Zen 5 core streaming 9-18 MiB matrices,
+// prefetching 8 KiB ahead took Q4_0 GEMV from ~18 to ~30 GB/s in one
+// loaded-machine session (the gain was within noise on a quiet machine).
+// That version prefetched every other line, counting on the L2 to fetch
+// 128-byte pairs; a Sapphire Rapids guest does not, and there prefetching
+// every line took the Q4_0 / Q8_0 GEMVs from 0.82-0.96 to 0.85-1.01 of the
+// read probe (2 threads; 1, 2 and 4 KiB ahead all within noise).
+inline constexpr size_t kPrefetchBytes = 4096;
 
 template <size_t kQuantBytes>
 inline void prefetch_block(const uint8_t* scales, const uint8_t* quants, int64_t b) {
   constexpr int64_t kAhead = kPrefetchBytes / kQuantBytes;  // blocks
-  for (size_t l = 0; l < kQuantBytes; l += 128) {           // the pair line comes along
+  for (size_t l = 0; l < kQuantBytes; l += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(quants + kPrefetchBytes + l), _MM_HINT_T0);
   }
   if (b % 2 == 0) {  // 32 bytes of scales per block: one line per two blocks
