@@ -188,31 +188,40 @@ TEST(MulMatThreads, ResultsDoNotDependOnTheThreadCount) {
   }
 }
 
-// MUL_MATs of one input share its quantized copy: the device keeps a GEMM's
-// converted activations for the next MUL_MAT of the same input and format
-// (Q8 for Q8_0 / Q4_0, Q8_K for Q4_K). Each result must be, bit for bit,
-// what that matmul gives alone; a format change converts afresh; and a node
-// that writes over the input in between drops the copy.
-TEST(MulMatShared, MatmulsOfOneInputGiveWhatEachGivesAlone) {
+// MUL_MATs of one input share its quantized copy: the device keeps the
+// converted activations for the next MUL_MAT of the same input, format (Q8
+// for Q8_0 / Q4_0, Q8_K for Q4_K) and copies (GEMM: one; GEMV: one per slot).
+// Each result must be, bit for bit, what that matmul gives alone; a format or
+// slot-count change converts afresh; and a node that writes over the input in
+// between drops the copy. Run for a GEMM (40 columns) and a GEMV (one).
+class MulMatShared : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(MulMatShared, MatmulsOfOneInputGiveWhatEachGivesAlone) {
   const uint32_t seed = fresh_seed();
   SCOPED_TRACE(::testing::Message() << "seed " << seed);
   std::mt19937 rng(seed);
   CpuBackend backend(2);
   CpuDevice& d = backend.cpu_device();
   const Isa best = testing::tiers().back();
-  const int64_t k = 512, m = 48, n = 40;  // n > 8 columns: the GEMM path
-  const Shape shape{m, n, 1, 1, 1, 1};
+  const int64_t k = 512, n = GetParam();
+  // With the default threshold of work per thread, a 48-row GEMV runs on one
+  // slot and a 256-row one on two.
+  struct Mat {
+    DType type;
+    int64_t m;
+  };
+  const Mat mats[] = {{DType::kQ8_0, 48},  {DType::kQ4_0, 256}, {DType::kQ8_0, 256},
+                      {DType::kQ4_K, 256}, {DType::kQ8_0, 256}, {DType::kQ8_0, 256}};
+  constexpr size_t kAfterCopy = 5;  // reads x after a copy of z over it
   const std::vector<float> xv = random_floats(static_cast<size_t>(n * k), rng);
   const std::vector<float> zv = random_floats(static_cast<size_t>(n * k), rng);
-  // The last matmul reads x after a copy of z over it.
-  const DType types[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ8_0, DType::kQ8_0};
-  constexpr size_t kAfterCopy = 4;
   std::vector<std::vector<uint8_t>> wq;
   std::vector<std::vector<float>> alone;
-  for (size_t i = 0; i < std::size(types); ++i) {
-    wq.push_back(testing::to_type(types[i], random_floats(static_cast<size_t>(m * k), rng), m, k));
-    alone.push_back(run_mul_mat(d, best, d.weights_buffer_type(), types[i], k, shape, wq[i],
-                                i == kAfterCopy ? zv : xv));
+  for (size_t i = 0; i < std::size(mats); ++i) {
+    const auto [type, m] = mats[i];
+    wq.push_back(testing::to_type(type, random_floats(static_cast<size_t>(m * k), rng), m, k));
+    alone.push_back(run_mul_mat(d, best, d.weights_buffer_type(), type, k, {m, n, 1, 1, 1, 1},
+                                wq[i], i == kAfterCopy ? zv : xv));
   }
 
   Graph g;
@@ -229,9 +238,9 @@ TEST(MulMatShared, MatmulsOfOneInputGiveWhatEachGivesAlone) {
   place(host, x, xv.data());
   place(host, z, zv.data());
   std::vector<Tensor*> nodes, ys;
-  for (size_t i = 0; i < std::size(types); ++i) {
+  for (size_t i = 0; i < std::size(mats); ++i) {
     if (i == kAfterCopy) nodes.push_back(ops::cpy(g, z, x));  // writes z's values into x
-    Tensor* w = g.new_tensor(types[i], {k, m}, "w");
+    Tensor* w = g.new_tensor(mats[i].type, {k, mats[i].m}, "w");
     place(wtype, w, wq[i].data());
     ys.push_back(ops::mul_mat(g, w, x));
     place(host, ys.back(), nullptr);
@@ -240,11 +249,14 @@ TEST(MulMatShared, MatmulsOfOneInputGiveWhatEachGivesAlone) {
   d.set_isa(best);
   d.compute(nodes);
   for (size_t i = 0; i < ys.size(); ++i) {
-    std::vector<float> got(static_cast<size_t>(m * n));
+    std::vector<float> got(static_cast<size_t>(mats[i].m * n));
     ys[i]->buffer->get_tensor(*ys[i], got.data());
-    EXPECT_EQ(got, alone[i]) << "matmul " << i << " (" << dtype_name(types[i]) << ")";
+    EXPECT_EQ(got, alone[i]) << "matmul " << i << " (" << dtype_name(mats[i].type) << ")";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(GemmAndGemv, MulMatShared, ::testing::Values(int64_t{40}, int64_t{1}),
+                         [](const auto& param_info) { return param_info.param == 1 ? "gemv" : "gemm"; });
 
 TEST(RepackedWeights, OnlyMulMatAndGetRowsReadThem) {
   CpuBackend backend(1);

@@ -174,7 +174,8 @@ void CpuDevice::compute(std::span<Tensor* const> nodes) {
       const ConvertedInput converts =
           impl->converted_input ? impl->converted_input(*node, nth, kernels_) : ConvertedInput{};
       const bool reuse = converts.input != nullptr && converts.input == kept_input.input &&
-                         converts.format == kept_input.format && kept.size >= work;
+                         converts.format == kept_input.format &&
+                         converts.copies == kept_input.copies && kept.size >= work;
       // The scratch pool frees in LIFO order: a kept block this node will not
       // use goes before the node's own block is taken above it.
       if (converts.input != nullptr && !reuse) drop_kept();
@@ -186,14 +187,14 @@ void CpuDevice::compute(std::span<Tensor* const> nodes) {
       }
       std::atomic<int64_t> counter{0};
       try {
-        for (int phase = reuse ? 1 : 0; phase < phases; ++phase) {
+        for (int phase = reuse && phases > 1 ? 1 : 0; phase < phases; ++phase) {
           counter.store(0, std::memory_order_relaxed);
           // One slot per thread the op is worth; a single slot runs on the
           // caller without waking the workers.
           pool_.run(
               [&](int ith, int n) {
                 impl->compute(*node, OpContext{ith, n, phase, static_cast<uint8_t*>(block.ptr),
-                                               work, kernels_, &counter});
+                                               work, kernels_, &counter, reuse});
               },
               nth);
         }

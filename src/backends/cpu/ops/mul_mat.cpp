@@ -10,8 +10,9 @@
 // op's counter: one phase, and a thread that starts late or runs slow (a
 // busy machine) takes fewer runs instead of holding the others up.
 // GEMM: phase 0 splits the conversion over the slots, phase 1 takes chunks
-// from the op's counter. The device keeps phase 0's result for the next
-// MUL_MAT of the same activations (converted_input), which skips its phase 0.
+// from the op's counter. The device keeps the converted activations for the
+// next MUL_MAT of the same activations (converted_input), which then skips
+// the conversion: q / k / v and gate / up convert once, GEMV or GEMM.
 // Ref path (the ref tier, or no kernel): each thread takes a range of weight
 // rows, converts each row to f32 once and dots it with every input column.
 #include <algorithm>
@@ -234,21 +235,18 @@ Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth, int64_t gemm_
   return c;
 }
 
-void run_chunk(Tensor& node, const MatKernel& mk, const uint8_t* act, const Chunks& ch,
-               int64_t index) {
+// Output rows [r0, r0 + rows) x columns [c0, c0 + cols) of batch b.
+void run_block(Tensor& node, const MatKernel& mk, const uint8_t* act, int64_t b, int64_t r0,
+               int64_t rows, int64_t c0, int64_t cols) {
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
-  const int64_t b = index / ch.per_batch;
-  const int64_t rb = index % ch.per_batch % ch.per_row_block;
-  const int64_t cb = index % ch.per_batch / ch.per_row_block;
   const int64_t x2 = b % x.ne[2], x3 = b / x.ne[2];
   const int64_t w2 = x2 / (x.ne[2] / w.ne[2]), w3 = x3 / (x.ne[3] / w.ne[3]);
-  const int64_t r0 = rb * ch.rows, c0 = cb * ch.cols;
 
   MatArgs a;
   a.k = w.ne[0];
-  a.rows = std::min(ch.rows, w.ne[1] - r0);
-  a.cols = std::min(ch.cols, x.ne[1] - c0);
+  a.rows = std::min(rows, w.ne[1] - r0);
+  a.cols = std::min(cols, x.ne[1] - c0);
   if (is_repacked(w)) {
     const PanelLayout l = panel_layout(w);
     a.w = static_cast<const uint8_t*>(w.data) +
@@ -272,6 +270,32 @@ void run_chunk(Tensor& node, const MatKernel& mk, const uint8_t* act, const Chun
   mk.run(a);
 }
 
+void run_chunk(Tensor& node, const MatKernel& mk, const uint8_t* act, const Chunks& ch,
+               int64_t index) {
+  const int64_t b = index / ch.per_batch;
+  const int64_t rb = index % ch.per_batch % ch.per_row_block;
+  const int64_t cb = index % ch.per_batch / ch.per_row_block;
+  run_block(node, mk, act, b, rb * ch.rows, ch.rows, cb * ch.cols, ch.cols);
+}
+
+// GEMV of one batch: runs of whole kGemvMinRows groups claimed from the
+// counter, each 1 / (2 nth) of the groups left (at least one): long runs
+// first (a stream the prefetchers have found keeps going), short ones last,
+// so the slots end within about one group of each other.
+void run_gemv_guided(Tensor& node, const MatKernel& mk, const uint8_t* act, int nth,
+                     std::atomic<int64_t>& next) {
+  const int64_t m = node.src[0]->ne[1];
+  const int64_t groups = (m + kGemvMinRows - 1) / kGemvMinRows;
+  int64_t start = next.load(std::memory_order_relaxed);
+  while (start < groups) {
+    const int64_t take = std::max<int64_t>(1, (groups - start) / (2 * nth));
+    if (next.compare_exchange_weak(start, start + take, std::memory_order_relaxed)) {
+      run_block(node, mk, act, 0, start * kGemvMinRows, take * kGemvMinRows, 0, node.ne[1]);
+      start = next.load(std::memory_order_relaxed);
+    }
+  }
+}
+
 void compute(Tensor& node, const OpContext& ctx) {
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
@@ -287,7 +311,7 @@ void compute(Tensor& node, const OpContext& ctx) {
     // GEMV: each slot converts the few columns itself, into its own copy,
     // so slots never wait for each other; then runs of rows from the counter.
     act += act_total(x, mk->act) * static_cast<size_t>(ctx.ith);
-    if (convert) {
+    if (convert && !ctx.input_ready) {
       convert_activations(x, *ctx.kernels, mk->act, act, {0, conversion_units(x, mk->act)});
     }
   } else if (convert && ctx.phase == 0) {
@@ -298,6 +322,10 @@ void compute(Tensor& node, const OpContext& ctx) {
     return;
   }
   std::atomic<int64_t>& next = *ctx.counter;
+  if (!ch.dynamic && ch.total == ch.per_row_block && ctx.nth > 1) {  // one batch, one column block
+    run_gemv_guided(node, *mk, act, ctx.nth, next);
+    return;
+  }
   for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < ch.total;
        i = next.fetch_add(1, std::memory_order_relaxed)) {
     run_chunk(node, *mk, act, ch, i);
@@ -312,11 +340,14 @@ int phases(const Tensor& node, int nth, const Kernels* kernels) {
   return plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], nth, mk->gemm_rows).dynamic ? 2 : 1;
 }
 
-// GEMM shapes convert x in phase 0, into work + kLine, at offsets that
-// depend on x's shape and the format alone: q / k / v (and gate / up) share it.
+// x converted into work + kLine, at offsets that depend on x's shape, the
+// format and the copies alone (GEMM: one, in phase 0; GEMV: one per slot):
+// q / k / v (and gate / up) share it.
 ConvertedInput converted_input(const Tensor& node, int nth, const Kernels* kernels) {
-  if (phases(node, nth, kernels) != 2) return {};
-  return {node.src[1], static_cast<int>(fast_kernel(kernels, *node.src[0])->act)};
+  const MatKernel* mk = fast_kernel(kernels, *node.src[0]);
+  if (mk == nullptr || mk->act == ActFormat::kF32) return {};
+  const bool gemm = phases(node, nth, kernels) == 2;
+  return {node.src[1], static_cast<int>(mk->act), gemm ? 1 : nth};
 }
 
 }  // namespace

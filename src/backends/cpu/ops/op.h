@@ -26,15 +26,21 @@ struct OpContext {
   const Kernels* kernels = nullptr;  // the device's ISA tier (kernels/kernels.h); null: ref
   // Zero at the start of each phase: slots take work items from it.
   std::atomic<int64_t>* counter = nullptr;
+  // The work block already holds this node's converted input (ConvertedInput).
+  bool input_ready = false;
 };
 
-// What an op's phase 0 does when all it does is convert one input into the
-// start of the work buffer, in a layout fixed by that input and `format`
-// alone (MUL_MAT's quantized activations). A later node with the same input
-// and format may then start from the kept buffer at phase 1.
+// An op that converts one input into the start of its work block, in a
+// layout fixed by that input, `format` and `copies` alone (MUL_MAT's
+// quantized activations: one copy split over the slots in a phase 0 of its
+// own, or, for GEMV shapes, one copy per slot made at the start of its only
+// phase). A later node with the same input, format and copies may start from
+// the kept block: the device then sets OpContext::input_ready, and skips
+// phase 0 when the op has more than one phase.
 struct ConvertedInput {
-  const Tensor* input = nullptr;  // null: phase 0 is not such a conversion
+  const Tensor* input = nullptr;  // null: no such conversion
   int format = 0;
+  int copies = 0;
 };
 
 struct OpImpl {
