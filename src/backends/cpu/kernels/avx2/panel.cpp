@@ -177,11 +177,12 @@ struct Tiles {
   }
 };
 
-// Q8_0 GEMV over two panels at once (run_gemv_groups, panels.h). On a 2-vCPU Sapphire Rapids guest (this tier
-// forced) Q8_0 GEMV went from 0.66-0.77 to 0.84-0.95 of the ymm read probe
-// (four streams: 0.83-0.85). Q4_0 keeps gemv_q4_0, one panel: through the
-// generic block (broadcasts reloaded per half) two streams gained only
-// within noise there, and on a slow Zen 3 its GEMV was bound by arithmetic.
+// Q4_0 and Q8_0 GEMVs over two panels at once (run_gemv_groups, panels.h).
+// On a 2-vCPU Sapphire Rapids guest (this tier forced) Q8_0 GEMV went from
+// 0.66-0.77 to 0.84-0.95 of the ymm read probe (four streams: 0.83-0.85),
+// and Q4_0 decode (TinyLlama shape, 2 threads) from 38.5 to 44-45 tok/s
+// (four streams: 45-46, but 16 ymm registers do not hold four panels' sums:
+// GCC spills them every block, which an arithmetic-bound Zen 3 would feel).
 constexpr int kStreams = 2;
 
 template <class P>
@@ -221,8 +222,68 @@ struct GemvGroup {
 
 }  // namespace
 
+// Q4_0 GEMV over N panels at once (run_gemv_groups): gemv_q4_0's sums, with
+// each 4-k group's two activation broadcasts loaded once for all N panels.
+struct GemvGroupQ4_0 {
+  template <int N>
+  static void run(const MatArgs& a, int64_t p0) {
+    const int64_t nb = a.k / kQK;
+    const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
+    const PanelGroup<N> group(a, p0);
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[N][2];
+    for (auto& v : acc) v[0] = v[1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockQ8& xb = x[b];
+      const __m256i bias = bcast4(xb.q4_bias);
+      __m256i sa[N][2], sb[N][2];  // [panel][half]: low / high nibble chains
+      const uint8_t* q[N];
+      for (int i = 0; i < N; ++i) {
+        q[i] = group.quants[i] + static_cast<size_t>(b) * PanelQ4_0::kQuantBytes;
+        prefetch_block<PanelQ4_0::kQuantBytes, kLinePairs>(group.scales[i], q[i], b);
+        sa[i][0] = sa[i][1] = bias;
+        sb[i][0] = sb[i][1] = _mm256_setzero_si256();
+      }
+      for (int l = 0; l < 4; ++l) {
+        const __m256i blo = bcast4(xb.qs + 4 * l);
+        const __m256i bhi = bcast4(xb.qs + 16 + 4 * l);
+        for (int i = 0; i < N; ++i) {
+          for (int h = 0; h < 2; ++h) {
+            const __m256i v =
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[i] + 64 * l + 32 * h));
+            sa[i][h] = _mm256_add_epi16(sa[i][h], _mm256_maddubs_epi16(_mm256_and_si256(v, m), blo));
+            sb[i][h] = _mm256_add_epi16(
+                sb[i][h], _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), m), bhi));
+            // Keep each chain a chain: left free, GCC regroups the unrolled adds into trees
+            // whose products outnumber the 16 ymm registers (spills on every block).
+            __asm__("" : "+x"(sa[i][h]), "+x"(sb[i][h]));
+          }
+        }
+      }
+      const __m256 dx = _mm256_broadcast_ss(&xb.d);
+      for (int i = 0; i < N; ++i) {
+        for (int h = 0; h < 2; ++h) {
+          const __m256i s = _mm256_madd_epi16(_mm256_add_epi16(sa[i][h], sb[i][h]), ones);
+          const __m256 dw = _mm256_cvtph_ps(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(group.scales[i] + 32 * b + 16 * h)));
+          acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dx), acc[i][h]);
+        }
+      }
+    }
+    for (int i = 0; i < N; ++i) {
+      alignas(32) float tmp[kPanelRows];
+      _mm256_store_ps(tmp, acc[i][0]);
+      _mm256_store_ps(tmp + 8, acc[i][1]);
+      const int64_t r0 = (p0 + i) * kPanelRows;
+      const int64_t valid = min_i64(a.rows - r0, kPanelRows);
+      std::memcpy(a.out + r0, tmp, static_cast<size_t>(valid) * sizeof(float));
+    }
+  }
+};
+
 void mat_q4_0_panel(const MatArgs& a) {
-  PanelLoop<Tiles<PanelQ4_0>>::run(a);
+  run_gemv_groups<Tiles<PanelQ4_0>, GemvGroupQ4_0, kStreams>(a);
 }
 void mat_q8_0_panel(const MatArgs& a) {
   run_gemv_groups<Tiles<PanelQ8_0>, GemvGroup<PanelQ8_0>, kStreams>(a);
