@@ -185,6 +185,28 @@ struct Tiles {
 // GCC spills them every block, which an arithmetic-bound Zen 3 would feel).
 constexpr int kStreams = 2;
 
+// acc + float(s) * d_w * d_x, d_w: half h (8 rows) of a panel's block b scales.
+inline __m256 scale_add(__m256 acc, __m256i s, const uint8_t* scales, int64_t b, int h,
+                        __m256 dx) {
+  const __m256 dw =
+      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * b + 16 * h)));
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dx), acc);
+}
+
+// A GEMV group's outputs: panels p0 .. p0 + N - 1, 16 rows each (the
+// matrix's last panel may have fewer).
+template <int N>
+void store_group(const MatArgs& a, int64_t p0, const __m256 (&acc)[N][2]) {
+  for (int i = 0; i < N; ++i) {
+    alignas(32) float tmp[kPanelRows];
+    _mm256_store_ps(tmp, acc[i][0]);
+    _mm256_store_ps(tmp + 8, acc[i][1]);
+    const int64_t r0 = (p0 + i) * kPanelRows;
+    const int64_t valid = min_i64(a.rows - r0, kPanelRows);
+    std::memcpy(a.out + r0, tmp, static_cast<size_t>(valid) * sizeof(float));
+  }
+}
+
 template <class P>
 struct GemvGroup {
   template <int N>
@@ -203,24 +225,13 @@ struct GemvGroup {
         for (int h = 0; h < 2; ++h) {
           __m256i s[1];
           P::template block<1>(q, h, xb, s);
-          const __m256 dw = _mm256_cvtph_ps(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(group.scales[i] + 32 * b + 16 * h)));
-          acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s[0]), _mm256_mul_ps(dw, dx), acc[i][h]);
+          acc[i][h] = scale_add(acc[i][h], s[0], group.scales[i], b, h, dx);
         }
       }
     }
-    for (int i = 0; i < N; ++i) {
-      alignas(32) float tmp[kPanelRows];
-      _mm256_store_ps(tmp, acc[i][0]);
-      _mm256_store_ps(tmp + 8, acc[i][1]);
-      const int64_t r0 = (p0 + i) * kPanelRows;
-      const int64_t valid = min_i64(a.rows - r0, kPanelRows);
-      std::memcpy(a.out + r0, tmp, static_cast<size_t>(valid) * sizeof(float));
-    }
+    store_group<N>(a, p0, acc);
   }
 };
-
-}  // namespace
 
 // Q4_0 GEMV over N panels at once (run_gemv_groups): gemv_q4_0's sums, with
 // each 4-k group's two activation broadcasts loaded once for all N panels.
@@ -265,22 +276,15 @@ struct GemvGroupQ4_0 {
       for (int i = 0; i < N; ++i) {
         for (int h = 0; h < 2; ++h) {
           const __m256i s = _mm256_madd_epi16(_mm256_add_epi16(sa[i][h], sb[i][h]), ones);
-          const __m256 dw = _mm256_cvtph_ps(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(group.scales[i] + 32 * b + 16 * h)));
-          acc[i][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dx), acc[i][h]);
+          acc[i][h] = scale_add(acc[i][h], s, group.scales[i], b, h, dx);
         }
       }
     }
-    for (int i = 0; i < N; ++i) {
-      alignas(32) float tmp[kPanelRows];
-      _mm256_store_ps(tmp, acc[i][0]);
-      _mm256_store_ps(tmp + 8, acc[i][1]);
-      const int64_t r0 = (p0 + i) * kPanelRows;
-      const int64_t valid = min_i64(a.rows - r0, kPanelRows);
-      std::memcpy(a.out + r0, tmp, static_cast<size_t>(valid) * sizeof(float));
-    }
+    store_group<N>(a, p0, acc);
   }
 };
+
+}  // namespace
 
 void mat_q4_0_panel(const MatArgs& a) {
   run_gemv_groups<Tiles<PanelQ4_0>, GemvGroupQ4_0, kStreams>(a);
