@@ -102,21 +102,43 @@ Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il,
   return ops::reshape(g, attn, {hp.n_embd_q(), n});
 }
 
+namespace {
+
+using GluFn = Tensor* (*)(Graph&, Tensor*, Tensor*);
+
+// down(act(g) * u): g = gate x and u = up x, or [g; u] = up x when gate is
+// null (up holds the gate's rows, then its own).
+Tensor* glu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down, GluFn glu) {
+  if (gate != nullptr) {
+    return ops::mul_mat(g, down, glu(g, ops::mul_mat(g, gate, x), ops::mul_mat(g, up, x)));
+  }
+  Tensor* both = ops::mul_mat(g, up, x);  // [2 n_ff, n_tokens]
+  const int64_t n_ff = both->ne[0] / 2;
+  const size_t row = both->nb[1];
+  Tensor* gv = ops::view(g, both, {n_ff, both->ne[1]}, {row}, 0);
+  Tensor* uv = ops::view(g, both, {n_ff, both->ne[1]}, {row}, n_ff * sizeof(float));
+  return ops::mul_mat(g, down, glu(g, gv, uv));
+}
+
+Tensor* swiglu_op(Graph& g, Tensor* a, Tensor* b) {
+  return ops::swiglu(g, a, b);
+}
+Tensor* geglu_op(Graph& g, Tensor* a, Tensor* b) {
+  return ops::geglu(g, a, b);
+}
+
+}  // namespace
+
 Tensor* swiglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down) {
-  return ops::mul_mat(g, down, ops::swiglu(g, ops::mul_mat(g, gate, x), ops::mul_mat(g, up, x)));
+  return glu_ffn(g, x, gate, up, down, swiglu_op);
 }
 
 Tensor* geglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down) {
-  return ops::mul_mat(g, down, ops::geglu(g, ops::mul_mat(g, gate, x), ops::mul_mat(g, up, x)));
+  return glu_ffn(g, x, gate, up, down, geglu_op);
 }
 
 Tensor* fused_swiglu_ffn(Graph& g, Tensor* x, Tensor* up_gate, Tensor* down) {
-  Tensor* both = ops::mul_mat(g, up_gate, x);  // [2 n_ff, n_tokens]
-  const int64_t n_ff = both->ne[0] / 2;
-  const size_t row = both->nb[1];
-  Tensor* gate = ops::view(g, both, {n_ff, both->ne[1]}, {row}, 0);
-  Tensor* up = ops::view(g, both, {n_ff, both->ne[1]}, {row}, n_ff * sizeof(float));
-  return ops::mul_mat(g, down, ops::swiglu(g, gate, up));
+  return glu_ffn(g, x, nullptr, up_gate, down, swiglu_op);
 }
 
 Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x) {

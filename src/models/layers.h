@@ -38,9 +38,10 @@ Tensor* self_attention(Graph& g, const Model& model, const GraphInputs& in, size
 Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il, Tensor* q,
                   Tensor* k, Tensor* v, float kq_scale);
 
-// down(silu(gate x) * up x)
+// down(silu(gate x) * up x); with gate null, up holds the gate's rows then
+// its own (fused at load: Model::fuse_projections).
 Tensor* swiglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down);
-// down(gelu(gate x) * up x), GELU in its tanh form
+// down(gelu(gate x) * up x), GELU in its tanh form; gate null as above.
 Tensor* geglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down);
 // down(silu(g) * u) where [g; u] = up_gate x: one projection of 2 n_ff rows,
 // the gate's first (Phi-3's fused ffn_up).

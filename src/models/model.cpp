@@ -139,6 +139,49 @@ void Model::create_tensors() {
   if (w_.output == nullptr) w_.output = w_.token_embd;  // tied embeddings
 }
 
+// q / k / v into wqkv (when none has a bias), gate / up into one ffn_up of
+// 2 n_ff rows, gate rows first: the layouts the graph builders already read
+// for models that ship them fused (Phi-3). Only matrices of one type with
+// rows of the same length; the row bytes are copied one part after another.
+void Model::fuse_projections(LayerWeights& l, int64_t il) {
+  const auto same = [](std::initializer_list<const Tensor*> ts) {
+    const Tensor* first = *ts.begin();
+    return std::all_of(ts.begin(), ts.end(), [first](const Tensor* t) {
+      return t != nullptr && t->type == first->type && t->ne[0] == first->ne[0] &&
+             t->ne[2] == 1 && t->ne[3] == 1;
+    });
+  };
+  const auto fuse = [&](std::initializer_list<Tensor*> ts, std::string_view what) {
+    int64_t rows = 0;
+    std::vector<std::string> names;
+    for (Tensor* t : ts) {
+      rows += t->ne[1];
+      names.push_back(t->name);
+    }
+    const Tensor* first = *ts.begin();
+    Tensor* fused = weights_.new_tensor(first->type, {first->ne[0], rows},
+                                        fmt::format("blk.{}.{}.weight", il, what));
+    fused_.emplace_back(fused, std::move(names));
+    return fused;
+  };
+  if (l.wqkv == nullptr && l.bq == nullptr && l.bk == nullptr && l.bv == nullptr &&
+      same({l.wq, l.wk, l.wv})) {
+    l.wqkv = fuse({l.wq, l.wk, l.wv}, "attn_qkv");
+    l.wq = l.wk = l.wv = nullptr;
+  }
+  if (same({l.ffn_gate, l.ffn_up})) {
+    l.ffn_up = fuse({l.ffn_gate, l.ffn_up}, "ffn_gate_up");
+    l.ffn_gate = nullptr;
+  }
+}
+
+const std::vector<std::string>* Model::parts_of(const Tensor* t) const {
+  for (const auto& [fused, names] : fused_) {
+    if (fused == t) return &names;
+  }
+  return nullptr;
+}
+
 void Model::place_weights(const ModelOptions& options) {
   cpu_ = &cpu_device(runtime_);
   const int64_t n_layer = hparams_.n_layer;
@@ -178,6 +221,7 @@ void Model::place_weights(const ModelOptions& options) {
   for (int64_t i = 0; i < n_layer; ++i) {
     LayerWeights& l = w_.layers[static_cast<size_t>(i)];
     l.device = options.layer_devices.empty() ? cpu_ : options.layer_devices[static_cast<size_t>(i)];
+    if (options.fuse_projections && l.device == cpu_) fuse_projections(l, i);
     for (Tensor* t :
          {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.bq, l.bk, l.bv, l.attn_q_norm, l.attn_k_norm,
           l.wo, l.attn_post_norm, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_post_norm}) {
@@ -211,14 +255,29 @@ void Model::place_weights(const ModelOptions& options) {
     total += size;
   }
 
+  // Each weight's GGUF tensors: itself, or a fused weight's parts in row order.
+  const auto sources = [&](const Tensor* t) {
+    std::vector<const gguf::TensorInfo*> out;
+    if (const std::vector<std::string>* parts = parts_of(t)) {
+      for (const std::string& name : *parts) out.push_back(file_.find_tensor(name));
+    } else {
+      out.push_back(file_.find_tensor(t->name));
+    }
+    return out;
+  };
   uint64_t done = 0, file_bytes = 0;
-  for (auto& [t, dev] : plan) file_bytes += file_.find_tensor(t->name)->nbytes;
   for (auto& [t, dev] : plan) {
-    const gguf::TensorInfo* info = file_.find_tensor(t->name);
-    const std::span<const uint8_t> bytes = file_.tensor_data(*info);
-    t->buffer->set_tensor(*t, bytes.data(), 0, bytes.size());
-    done += bytes.size();
-    if (options.progress) options.progress(done, file_bytes);
+    for (const gguf::TensorInfo* info : sources(t)) file_bytes += info->nbytes;
+  }
+  for (auto& [t, dev] : plan) {
+    size_t offset = 0;
+    for (const gguf::TensorInfo* info : sources(t)) {
+      const std::span<const uint8_t> bytes = file_.tensor_data(*info);
+      t->buffer->set_tensor(*t, bytes.data(), offset, bytes.size());
+      offset += bytes.size();
+      done += bytes.size();
+      if (options.progress) options.progress(done, file_bytes);
+    }
   }
   weight_bytes_ = total;
 }

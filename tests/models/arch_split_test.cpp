@@ -63,7 +63,7 @@ TEST_P(ArchSplitTest, LayersOnAFakeGpuGiveTheCpusLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, ArchSplitTest, ::testing::ValuesIn(testing::kFixtureArchs),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
 }  // namespace tessera

@@ -116,6 +116,36 @@ TEST_F(LlamaTest, GreedyMatchesTheReferenceAndIsStableAcrossTiersAndThreads) {
   }
 }
 
+// The loader fuses each CPU layer's q / k / v and gate / up into one matrix
+// each (ModelOptions::fuse_projections); every logit, prompt and greedy
+// steps, must be what the separate matrices give.
+TEST_F(LlamaTest, FusedProjectionsGiveTheSeparateMatricesLogits) {
+  const Hparams& hp = model_->hparams();
+  for (const LayerWeights& l : model_->layers()) {
+    ASSERT_NE(l.wqkv, nullptr);
+    EXPECT_EQ(l.wq, nullptr);
+    EXPECT_EQ(l.wqkv->ne[1], hp.n_embd_q() + 2 * hp.n_embd_kv());
+    EXPECT_EQ(l.ffn_gate, nullptr);
+    EXPECT_EQ(l.ffn_up->ne[1], 2 * hp.n_ff);
+  }
+  auto separate = Model::load(*rt_, stories(), {.fuse_projections = false});
+  ASSERT_NE(separate->layers()[0].wq, nullptr);
+  ASSERT_NE(separate->layers()[0].ffn_gate, nullptr);
+  const auto run = [](const Model& model) {
+    Session s(model, {.n_ctx = 32});
+    const auto prompt = s.decode(kPromptA, /*all_logits=*/true);
+    std::vector<float> out(prompt.begin(), prompt.end());
+    for (int i = 0; i < 4; ++i) {
+      const auto t = static_cast<int32_t>(std::max_element(out.end() - 512, out.end()) -
+                                          (out.end() - 512));
+      const auto step = s.decode(std::span(&t, 1));
+      out.insert(out.end(), step.begin(), step.end());
+    }
+    return out;
+  };
+  EXPECT_EQ(run(*model_), run(*separate));
+}
+
 TEST_F(LlamaTest, ContextOverflowAndBadTokensAreErrors) {
   Session s(*model_, {.n_ctx = 8});
   EXPECT_THROW(s.decode(std::vector<int32_t>(9, 1)), Error);
