@@ -125,6 +125,8 @@ struct Vec {
   }
   static I add_i(I a, I b) { return _mm256_add_epi32(a, b); }
   static I zero_i() { return _mm256_setzero_si256(); }
+  // Lanes 0 and 1 of every 4 (k = 0, 1 mod 4), the others 0.
+  static I low_pairs_i(I a) { return _mm256_blend_epi32(_mm256_setzero_si256(), a, 0x33); }
   static int32_t hsum_i(I a) {
     __m128i s = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
     s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));

@@ -144,6 +144,8 @@ struct Vec {
   }
   static I add_i(I a, I b) { return _mm512_add_epi32(a, b); }
   static I zero_i() { return _mm512_setzero_si512(); }
+  // Lanes 0 and 1 of every 4 (k = 0, 1 mod 4), the others 0.
+  static I low_pairs_i(I a) { return _mm512_maskz_mov_epi32(0x3333, a); }
   static int32_t hsum_i(I a) {
     a = _mm512_add_epi32(a, _mm512_shuffle_i32x4(a, a, 0x4E));
     a = _mm512_add_epi32(a, _mm512_shuffle_i32x4(a, a, 0xB1));
