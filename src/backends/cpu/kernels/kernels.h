@@ -33,7 +33,8 @@ struct BlockQ8 {
 };
 static_assert(sizeof(BlockQ8) == 44);
 
-// Fills b.q4_bias from b.qs (every quantize_q8 calls it).
+// Fills b.q4_bias from b.qs: what every quantize_q8 must store (the reference
+// calls this; the SIMD tiers take the same sums from their vectors).
 inline void set_q4_bias(BlockQ8& b) {
   int32_t lo = 0, hi = 0;
   for (int j = 0; j < kQK; j += 4) {
