@@ -228,8 +228,6 @@ class Model {
   void create_tensors();
   void place_weights(const ModelOptions& options);
   void fuse_projections(LayerWeights& l, int64_t il);
-  // The GGUF tensor names whose bytes a fused weight holds, rows in order.
-  const std::vector<std::string>* parts_of(const Tensor* t) const;
 
   Runtime& runtime_;
   gguf::File file_;
@@ -241,7 +239,8 @@ class Model {
   Device* output_device_ = nullptr;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   uint64_t weight_bytes_ = 0;
-  std::vector<std::pair<const Tensor*, std::vector<std::string>>> fused_;
+  // The GGUF tensors whose bytes each fused weight holds, rows in order.
+  std::vector<std::pair<const Tensor*, std::vector<const gguf::TensorInfo*>>> fused_;
 };
 
 }  // namespace tessera

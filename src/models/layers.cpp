@@ -120,25 +120,14 @@ Tensor* glu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down, Glu
   return ops::mul_mat(g, down, glu(g, gv, uv));
 }
 
-Tensor* swiglu_op(Graph& g, Tensor* a, Tensor* b) {
-  return ops::swiglu(g, a, b);
-}
-Tensor* geglu_op(Graph& g, Tensor* a, Tensor* b) {
-  return ops::geglu(g, a, b);
-}
-
 }  // namespace
 
 Tensor* swiglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down) {
-  return glu_ffn(g, x, gate, up, down, swiglu_op);
+  return glu_ffn(g, x, gate, up, down, ops::swiglu);
 }
 
 Tensor* geglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down) {
-  return glu_ffn(g, x, gate, up, down, geglu_op);
-}
-
-Tensor* fused_swiglu_ffn(Graph& g, Tensor* x, Tensor* up_gate, Tensor* down) {
-  return glu_ffn(g, x, nullptr, up_gate, down, swiglu_op);
+  return glu_ffn(g, x, gate, up, down, ops::geglu);
 }
 
 Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x) {

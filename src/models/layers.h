@@ -38,14 +38,12 @@ Tensor* self_attention(Graph& g, const Model& model, const GraphInputs& in, size
 Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il, Tensor* q,
                   Tensor* k, Tensor* v, float kq_scale);
 
-// down(silu(gate x) * up x); with gate null, up holds the gate's rows then
-// its own (fused at load: Model::fuse_projections).
+// down(silu(gate x) * up x). With gate null, up is one projection of 2 n_ff
+// rows, the gate's first (Phi-3's ffn_up, or fused at load:
+// Model::fuse_projections): down(silu(g) * u) where [g; u] = up x.
 Tensor* swiglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down);
 // down(gelu(gate x) * up x), GELU in its tanh form; gate null as above.
 Tensor* geglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down);
-// down(silu(g) * u) where [g; u] = up_gate x: one projection of 2 n_ff rows,
-// the gate's first (Phi-3's fused ffn_up).
-Tensor* fused_swiglu_ffn(Graph& g, Tensor* x, Tensor* up_gate, Tensor* down);
 
 // The rows in.out_ids names of the final hidden state x [n_embd, n_tokens],
 // normed and projected (then soft-capped when the model says so): logits

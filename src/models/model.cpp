@@ -153,15 +153,15 @@ void Model::fuse_projections(LayerWeights& l, int64_t il) {
   };
   const auto fuse = [&](std::initializer_list<Tensor*> ts, std::string_view what) {
     int64_t rows = 0;
-    std::vector<std::string> names;
+    std::vector<const gguf::TensorInfo*> parts;
     for (Tensor* t : ts) {
       rows += t->ne[1];
-      names.push_back(t->name);
+      parts.push_back(file_.find_tensor(t->name));
     }
     const Tensor* first = *ts.begin();
     Tensor* fused = weights_.new_tensor(first->type, {first->ne[0], rows},
                                         fmt::format("blk.{}.{}.weight", il, what));
-    fused_.emplace_back(fused, std::move(names));
+    fused_.emplace_back(fused, std::move(parts));
     return fused;
   };
   if (l.wqkv == nullptr && l.bq == nullptr && l.bk == nullptr && l.bv == nullptr &&
@@ -173,13 +173,6 @@ void Model::fuse_projections(LayerWeights& l, int64_t il) {
     l.ffn_up = fuse({l.ffn_gate, l.ffn_up}, "ffn_gate_up");
     l.ffn_gate = nullptr;
   }
-}
-
-const std::vector<std::string>* Model::parts_of(const Tensor* t) const {
-  for (const auto& [fused, names] : fused_) {
-    if (fused == t) return &names;
-  }
-  return nullptr;
 }
 
 void Model::place_weights(const ModelOptions& options) {
@@ -255,23 +248,20 @@ void Model::place_weights(const ModelOptions& options) {
     total += size;
   }
 
-  // Each weight's GGUF tensors: itself, or a fused weight's parts in row order.
-  const auto sources = [&](const Tensor* t) {
-    std::vector<const gguf::TensorInfo*> out;
-    if (const std::vector<std::string>* parts = parts_of(t)) {
-      for (const std::string& name : *parts) out.push_back(file_.find_tensor(name));
-    } else {
-      out.push_back(file_.find_tensor(t->name));
-    }
-    return out;
-  };
+  // Each weight's GGUF tensors, once: itself, or a fused weight's parts in row order.
+  std::vector<std::vector<const gguf::TensorInfo*>> sources;
   uint64_t done = 0, file_bytes = 0;
   for (auto& [t, dev] : plan) {
-    for (const gguf::TensorInfo* info : sources(t)) file_bytes += info->nbytes;
+    const auto fused = std::find_if(fused_.begin(), fused_.end(),
+                                    [t = t](const auto& f) { return f.first == t; });
+    sources.push_back(fused != fused_.end() ? fused->second
+                                            : std::vector{file_.find_tensor(t->name)});
+    for (const gguf::TensorInfo* info : sources.back()) file_bytes += info->nbytes;
   }
-  for (auto& [t, dev] : plan) {
+  for (size_t i = 0; i < plan.size(); ++i) {
+    Tensor* t = plan[i].first;
     size_t offset = 0;
-    for (const gguf::TensorInfo* info : sources(t)) {
+    for (const gguf::TensorInfo* info : sources[i]) {
       const std::span<const uint8_t> bytes = file_.tensor_data(*info);
       t->buffer->set_tensor(*t, bytes.data(), offset, bytes.size());
       offset += bytes.size();

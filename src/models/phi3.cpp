@@ -38,7 +38,7 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
     Tensor* h = layers::rms_norm(g, x, l.attn_norm, hp.norm_rms_eps);
     x = ops::add(g, x, layers::self_attention(g, model, in, il, h));
     Tensor* f = layers::rms_norm(g, x, l.ffn_norm, hp.norm_rms_eps);
-    x = ops::add(g, x, layers::fused_swiglu_ffn(g, f, l.ffn_up, l.ffn_down));
+    x = ops::add(g, x, layers::swiglu_ffn(g, f, nullptr, l.ffn_up, l.ffn_down));
   }
   return layers::logits(g, model, in, x);
 }

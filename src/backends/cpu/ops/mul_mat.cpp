@@ -120,12 +120,17 @@ size_t act_total(const Tensor& x, ActFormat act) {
   return round_up(act_bytes(act, x.ne[0]) * static_cast<size_t>(x.n_rows()), kLine);
 }
 
+// Copies of the converted activations: one per slot for GEMV shapes (each
+// slot converts its own), one for GEMM (converted in phase 0, shared).
+int act_copies(const Tensor& x, int nth) {
+  return x.ne[1] <= kGemvCols ? nth : 1;
+}
+
 size_t work_size(const Tensor& node, int nth) {
   // Any tier may run the node: room for the ref path or the converted activations.
   const Tensor& x = *node.src[1];
   const ActFormat act = act_format_for(node.src[0]->type);
-  const size_t copies = x.ne[1] <= kGemvCols ? static_cast<size_t>(nth) : 1;
-  const size_t fast = kLine + act_total(x, act) * copies;
+  const size_t fast = kLine + act_total(x, act) * static_cast<size_t>(act_copies(x, nth));
   return std::max(ref_row_scratch(node) * static_cast<size_t>(nth), fast);
 }
 
@@ -346,8 +351,7 @@ int phases(const Tensor& node, int nth, const Kernels* kernels) {
 ConvertedInput converted_input(const Tensor& node, int nth, const Kernels* kernels) {
   const MatKernel* mk = fast_kernel(kernels, *node.src[0]);
   if (mk == nullptr || mk->act == ActFormat::kF32) return {};
-  const bool gemm = phases(node, nth, kernels) == 2;
-  return {node.src[1], static_cast<int>(mk->act), gemm ? 1 : nth};
+  return {node.src[1], static_cast<int>(mk->act), act_copies(*node.src[1], nth)};
 }
 
 }  // namespace
