@@ -88,7 +88,7 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
     }
     for (int64_t b = p.b0; b < p.b1; ++b) {
       const uint8_t* q = p.quants + static_cast<size_t>(b) * P::kQuantBytes;
-      if (h0 == 0) prefetch_block<P::kQuantBytes, kLinePairs>(p.scales, q, b);
+      if (h0 == 0) prefetch_block<P::kQuantBytes>(p.scales, q, b);
       const BlockQ8* xb[C];
       for (int c = 0; c < C; ++c) xb[c] = x[c] + b;
       for (int hh = 0; hh < kHalves; ++hh) {
@@ -131,7 +131,7 @@ void gemv_q4_0(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
   const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t b = p.b0; b < p.b1; ++b) {
     const uint8_t* q = p.quants + static_cast<size_t>(b) * PanelQ4_0::kQuantBytes;
-    prefetch_block<PanelQ4_0::kQuantBytes, kLinePairs>(p.scales, q, b);
+    prefetch_block<PanelQ4_0::kQuantBytes>(p.scales, q, b);
     const BlockQ8* xb = x[0] + b;
     const __m256i bias = bcast4(xb->q4_bias);
     __m256i s0a = bias, s0b = _mm256_setzero_si256();
@@ -221,7 +221,7 @@ struct GemvGroup {
       const __m256 dx = _mm256_broadcast_ss(&x[b].d);
       for (int i = 0; i < N; ++i) {
         const uint8_t* q = group.quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
-        prefetch_block<P::kQuantBytes, kLinePairs>(group.scales[i], q, b);
+        prefetch_block<P::kQuantBytes>(group.scales[i], q, b);
         for (int h = 0; h < 2; ++h) {
           __m256i s[1];
           P::template block<1>(q, h, xb, s);
@@ -252,7 +252,7 @@ struct GemvGroupQ4_0 {
       const uint8_t* q[N];
       for (int i = 0; i < N; ++i) {
         q[i] = group.quants[i] + static_cast<size_t>(b) * PanelQ4_0::kQuantBytes;
-        prefetch_block<PanelQ4_0::kQuantBytes, kLinePairs>(group.scales[i], q[i], b);
+        prefetch_block<PanelQ4_0::kQuantBytes>(group.scales[i], q[i], b);
         sa[i][0] = sa[i][1] = bias;
         sb[i][0] = sb[i][1] = _mm256_setzero_si256();
       }

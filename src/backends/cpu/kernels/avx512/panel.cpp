@@ -56,7 +56,7 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = p.b0; b < p.b1; ++b) {
     const uint8_t* q = p.quants + static_cast<size_t>(b) * P::kQuantBytes;
-    prefetch_block<P::kQuantBytes, kEveryLine>(p.scales, q, b);
+    prefetch_block<P::kQuantBytes>(p.scales, q, b);
     __m512i w[kGroups];
     P::unpack(q, w);
     const __m512 dw =
@@ -114,7 +114,7 @@ struct GemvGroup {
       const __m512 dx = _mm512_set1_ps(xb.d);
       for (int i = 0; i < N; ++i) {
         const uint8_t* q = group.quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
-        prefetch_block<P::kQuantBytes, kEveryLine>(group.scales[i], q, b);
+        prefetch_block<P::kQuantBytes>(group.scales[i], q, b);
         __m512i w[kGroups];
         P::unpack(q, w);
         const __m512 dw = _mm512_cvtph_ps(

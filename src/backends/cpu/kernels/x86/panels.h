@@ -16,31 +16,30 @@
 namespace tessera::cpu {
 namespace {
 
-// Software prefetch of the quants some way ahead, and as many blocks ahead
-// in the scales. Two policies, each the better one where it was measured:
-//  - kLinePairs (the avx2 tier): every other line 8 KiB ahead, counting on
-//    the L2 to fetch the line's 128-byte pair. On one Zen 5 core streaming
-//    9-18 MiB matrices it took Q4_0 GEMV from ~18 to ~30 GB/s in one
-//    loaded-machine session (within noise on a quiet machine). A Sapphire
-//    Rapids guest with this tier forced: Q4_0 decode (one panel at a time,
-//    bound by arithmetic there) 3% slower with kEveryLine, Q8_0 the same.
-//  - kEveryLine (the avx512 and amx tiers): every line 4 KiB ahead. The L2
-//    of that Sapphire Rapids guest does not fetch pairs: its Q4_0 / Q8_0
-//    GEMVs went from 0.82-0.96 to 0.85-1.01 of the read probe (2 threads;
-//    1, 2 and 4 KiB ahead within noise; every other line 2 KiB ahead the
-//    worst, 0.75-0.85).
-struct PrefetchPolicy {
-  size_t line_step;  // bytes between prefetched lines: 64 every line, 128 every other
-  size_t ahead;      // bytes ahead in the quants
-};
-inline constexpr PrefetchPolicy kLinePairs{128, 8192};
-inline constexpr PrefetchPolicy kEveryLine{64, 4096};
+// Software prefetch: every line of the quants kPrefetchAhead bytes ahead of
+// the one being read, and the scales as many blocks ahead. Measured on a
+// 2-vCPU Sapphire Rapids guest, 2 threads, against the read probe:
+//  - every line 2 KiB ahead is the best of 1, 2, 4 and 8 KiB, every other
+//    line (counting on the L2 to fetch each line's 128-byte pair: this L2
+//    does not), and prefetcht1; Q4_0 / Q8_0 GEMV 0.82-0.92 / 0.86-0.98;
+//  - the avx2 tier forced, the same policy against stop 21's (every other
+//    line 8 KiB ahead): Q4_0 GEMV 2048x5632 0.80-0.84 -> 0.88-0.90, Q8_0
+//    5632x2048 0.82-0.89 -> 0.91-0.98.
+// Until December 2026 these helpers were plain inline functions, and GCC 12
+// dropped them from the GEMV group kernels: not inlined early, a function
+// whose only effect is __builtin_prefetch counts as `const`, and its calls,
+// having no result, were deleted. always_inline keeps them in every kernel.
+inline constexpr size_t kPrefetchAhead = 2048;
 
-template <size_t kQuantBytes, PrefetchPolicy kP>
-inline void prefetch_block(const uint8_t* scales, const uint8_t* quants, int64_t b) {
-  constexpr int64_t kAhead = kP.ahead / kQuantBytes;  // blocks
-  for (size_t l = 0; l < kQuantBytes; l += kP.line_step) {
-    _mm_prefetch(reinterpret_cast<const char*>(quants + kP.ahead + l), _MM_HINT_T0);
+// What a kernel reading block b of a panel (its quants at `quants`)
+// prefetches: the block kPrefetchAhead bytes further on in the same panel.
+template <size_t kQuantBytes>
+[[gnu::always_inline]] inline void prefetch_block(const uint8_t* scales, const uint8_t* quants,
+                                                  int64_t b) {
+  static_assert(kPrefetchAhead % kQuantBytes == 0);
+  constexpr int64_t kAhead = kPrefetchAhead / kQuantBytes;  // blocks
+  for (size_t l = 0; l < kQuantBytes; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(quants + kPrefetchAhead + l), _MM_HINT_T0);
   }
   if (b % 2 == 0) {  // 32 bytes of scales per block: one line per two blocks
     _mm_prefetch(reinterpret_cast<const char*>(scales + 32 * (b + kAhead)), _MM_HINT_T0);
