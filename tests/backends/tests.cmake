@@ -5,6 +5,13 @@ tessera_add_test(cpu_kernels_test LABELS unit
           backends/row_kernels_test.cpp backends/set_rows_test.cpp backends/thread_pool_test.cpp
   LIBS tessera_backends)
 
+# The GEMV group kernels keep their software prefetches (the compiler once
+# dropped them silently; results stay exact, so only the disassembly shows).
+add_test(NAME cpu_gemv_prefetch_check
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/backends/prefetch_check.sh
+                 $<TARGET_FILE:tessera_backend_cpu>)
+set_tests_properties(cpu_gemv_prefetch_check PROPERTIES LABELS unit TIMEOUT 120)
+
 # The CUDA backend: layout and no-GPU behaviour everywhere; pools, buffers,
 # copies and generation on a GPU (skipped without one).
 if(TESSERA_HAVE_CUDA)
