@@ -17,18 +17,17 @@ namespace tessera::cpu {
 namespace {
 
 // Software prefetch: every line of the quants kPrefetchAhead bytes ahead of
-// the one being read, and the scales as many blocks ahead. Measured on a
-// 2-vCPU Sapphire Rapids guest, 2 threads, against the read probe:
-//  - every line 2 KiB ahead is the best of 1, 2, 4 and 8 KiB, every other
-//    line (counting on the L2 to fetch each line's 128-byte pair: this L2
-//    does not), and prefetcht1; Q4_0 / Q8_0 GEMV 0.82-0.92 / 0.86-0.98;
-//  - the avx2 tier forced, the same policy against stop 21's (every other
-//    line 8 KiB ahead): Q4_0 GEMV 2048x5632 0.80-0.84 -> 0.88-0.90, Q8_0
-//    5632x2048 0.82-0.89 -> 0.91-0.98.
-// Until December 2026 these helpers were plain inline functions, and GCC 12
-// dropped them from the GEMV group kernels: not inlined early, a function
-// whose only effect is __builtin_prefetch counts as `const`, and its calls,
-// having no result, were deleted. always_inline keeps them in every kernel.
+// the one being read, and the scales as many blocks ahead, on every tier.
+// Measured on a 2-vCPU Sapphire Rapids guest, 2 threads, against the read
+// probe: 2 KiB ahead beat 1, 4 and 8 KiB, every other line (this L2 does not
+// fetch a line's 128-byte pair) and prefetcht1. With the avx2 tier forced,
+// GEMV Q4_0 2048x5632 / Q8_0 5632x2048 read 0.75-0.84 / 0.82-0.89 of it with
+// no software prefetch, 0.61-0.62 / 0.68-0.69 with every other line 8 KiB
+// ahead, and 0.88-0.90 / 0.91-0.98 with this policy.
+// always_inline is what keeps it in the GEMV group kernels: as a plain inline
+// function GCC 12 did not inline it early, took a function whose only effect
+// is __builtin_prefetch for `const`, and deleted the calls (design-notes.md;
+// tests/backends/prefetch_check.sh guards it).
 inline constexpr size_t kPrefetchAhead = 2048;
 
 // What a kernel reading block b of a panel (its quants at `quants`)
