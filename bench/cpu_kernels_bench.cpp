@@ -2,9 +2,8 @@
 // (kernels.md §2.7): memory read bandwidth, FMA peak and the int8 dot peak of
 // the tier's own instructions (backends/cpu/ceilings.h) on 1 and 2 threads,
 // then MUL_MAT on the CPU device (2 threads) at batch 1 (GEMV)
-// and 512 (GEMM) for F16, Q8_0 and Q4_0 weights in the device's weights
-// buffer (Q4_0 / Q8_0 repacked into panels), anonymous memory as models hold
-// them. GEMV rotates through enough weight copies (>= 256 MiB) that every
+// and 512 (GEMM) for F16, Q8_0, Q4_0, Q4_K and Q6_K weights in the device's
+// weights buffer (repacked into panels), anonymous memory as models hold them. GEMV rotates through enough weight copies (>= 256 MiB) that every
 // call streams from DRAM, not L3. A summary at the end gives GEMV as a
 // fraction of the measured 2-thread read bandwidth and GEMM next to the
 // 2-thread peaks, so ratios come from one run on a (shared, noisy) machine.
@@ -179,8 +178,20 @@ int main(int argc, char** argv) {
   // TESSERA_BENCH_BATCH: the GEMM cases' columns (default 512).
   const char* env_batch = std::getenv("TESSERA_BENCH_BATCH");
   const int64_t gemm_n = env_batch != nullptr ? std::max<int64_t>(2, std::atoll(env_batch)) : 512;
+  // TESSERA_BENCH_TYPES: the weight types to run, e.g. "q4_k,q6_k" (default: all).
+  const char* env_types = std::getenv("TESSERA_BENCH_TYPES");
+  auto wanted = [env_types](DType type) {
+    if (env_types == nullptr) return true;
+    std::string list = ",", key = ",";
+    list += env_types;
+    list += ',';
+    key += dtype_name(type);
+    key += ',';
+    return list.find(key) != std::string::npos;
+  };
   for (int64_t n : {int64_t{1}, gemm_n}) {
-    for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0}) {
+    for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ6_K}) {
+      if (!wanted(type)) continue;
       // GEMV also at TinyLlama's other decode shapes (down, q / o, k / v): the smaller a
       // matrix, the more of its time goes to starting streams and ending runs.
       using Shape = std::pair<int64_t, int64_t>;

@@ -45,6 +45,8 @@ const WeightCase kWeightCases[] = {
     {"q4_0_panel", DType::kQ4_0, true, &Kernels::q4_0_panel},
     {"q8_0_panel", DType::kQ8_0, true, &Kernels::q8_0_panel},
     {"f16_panel", DType::kF16, true, &Kernels::f16_panel},
+    {"q4_k_panel", DType::kQ4_K, true, &Kernels::q4_k_panel},
+    {"q6_k_panel", DType::kQ6_K, true, &Kernels::q6_k_panel},
 };
 
 class MatKernelTest : public ::testing::TestWithParam<std::tuple<Isa, WeightCase>> {
@@ -67,7 +69,7 @@ TEST_P(MatKernelTest, MatchesTheOracleWithinTheRoundingBound) {
   } else if (bs == kQK) {
     ks = {32, 96, 512};
   } else {
-    ks = {256, 768};
+    ks = {256, 768, 2304};  // 2304: GEMM K slices (8 blocks) and a short last one
   }
   // {60, 1} and {70, 1}: GEMVs over several panels at once (avx512: 4), with
   // the partial panel inside such a group and after it. {16, 16} and {40, 35}:

@@ -1,4 +1,4 @@
-// The CPU weights buffer: Q4_0 / Q8_0 / F16 repacked into 16-row panels give back
+// The CPU weights buffer: Q4_0 / Q8_0 / Q4_K / Q6_K / F16 repacked into 16-row panels give back
 // exactly the bytes they were given, whole and for any range (checked against
 // a plain mirror after random partial writes), for odd row counts and 3-D
 // tensors; views read through their root; padding is counted in alloc_size;
@@ -127,7 +127,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::kQ4_0, {64, 5, 2, 3}}, Case{DType::kQ8_0, {32, 1, 1, 1}},
                       Case{DType::kQ8_0, {64, 16, 1, 1}}, Case{DType::kQ8_0, {96, 33, 1, 1}},
                       Case{DType::kQ8_0, {128, 7, 2, 2}}, Case{DType::kF16, {32, 1, 1, 1}},
-                      Case{DType::kF16, {64, 17, 1, 1}}, Case{DType::kF16, {96, 35, 2, 1}}),
+                      Case{DType::kF16, {64, 17, 1, 1}}, Case{DType::kF16, {96, 35, 2, 1}},
+                      Case{DType::kQ4_K, {256, 1, 1, 1}}, Case{DType::kQ4_K, {512, 17, 1, 1}},
+                      Case{DType::kQ4_K, {768, 35, 2, 1}}, Case{DType::kQ6_K, {256, 1, 1, 1}},
+                      Case{DType::kQ6_K, {512, 16, 1, 1}}, Case{DType::kQ6_K, {768, 33, 1, 2}}),
     [](const auto& param_info) {
       const Case& c = param_info.param;
       return std::string(dtype_name(c.type)) + "_" + std::to_string(c.ne[0]) + "x" +
@@ -142,7 +145,7 @@ TEST(RepackBuffer, OtherTypesAreStoredAsTheyAre) {
   EXPECT_TRUE(backend.cpu_device().supports_buffer_type(weights));
   std::mt19937 rng(fresh_seed());
   // F16 rows of 100 elements: not whole 32-element groups, so not repacked.
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ4_1, DType::kQ6_K}) {
+  for (DType type : {DType::kF32, DType::kF16, DType::kQ4_1, DType::kQ5_K}) {
     Graph g;
     Tensor* t = g.new_tensor(type, {type == DType::kF16 ? 100 : 256, 3}, "w");
     EXPECT_EQ(weights.alloc_size(*t), t->n_bytes());
@@ -155,7 +158,7 @@ TEST(RepackBuffer, OtherTypesAreStoredAsTheyAre) {
   }
 }
 
-// A [64, 18] tensor of `type` in the weights buffer, set to bytes 7 i + 3:
+// A [k, 18] tensor of `type` in the weights buffer, set to bytes 7 i + 3:
 // its second panel holds rows 16 and 17.
 struct Numbered {
   CpuBackend backend{1};
@@ -165,7 +168,8 @@ struct Numbered {
   std::vector<uint8_t> in;
   PanelLayout l;
 
-  explicit Numbered(DType type) : t(g.new_tensor(type, {64, 18}, "w")), in(t->n_bytes()) {
+  explicit Numbered(DType type, int64_t k = 64)
+      : t(g.new_tensor(type, {k, 18}, "w")), in(t->n_bytes()) {
     BufferType& weights = backend.cpu_device().weights_buffer_type();
     buf = weights.allocate(weights.alloc_size(*t));
     buf->place(*t, 0);
@@ -205,6 +209,37 @@ TEST(RepackBuffer, PanelsAreContiguousAlongK) {
   EXPECT_EQ(panel[2 * (16 * b + 1) + 1], in[src + 1]);
   for (size_t j = 0; j < 32; ++j) {
     EXPECT_EQ(panel[32 * 2 + 16 * 32 * b + 64 * (j / 4) + 4 * 1 + j % 4], in[src + 2 + j]) << j;
+  }
+}
+
+TEST(RepackBuffer, KQuantPanelsSplitScalesFromQuants) {
+  // Q4_K (d, dmin leading) and Q6_K (d trailing): scale byte s of row r's
+  // block b at panel + 32 sb b + 32 (s / 2) + 2 (r % 16) + s % 2, quant byte j
+  // (the block's other bytes in order) at panel + 16 sb blocks + 16 qb b +
+  // 64 (j / 4) + 4 (r % 16) + j % 4 (repack.h).
+  struct K {
+    DType type;
+    size_t block, scale_at, sb;
+  };
+  for (const K k : {K{DType::kQ4_K, 144, 0, 4}, K{DType::kQ6_K, 210, 208, 2}}) {
+    SCOPED_TRACE(dtype_name(k.type));
+    const Numbered n(k.type, 512);
+    ASSERT_TRUE(is_repacked(*n.t));
+    const size_t qb = k.block - k.sb, blocks = 2;
+    EXPECT_EQ(n.l.panel_bytes, 16 * blocks * k.block);
+    const size_t r = 17, b = 1;
+    const size_t src = r * blocks * k.block + b * k.block;
+    const uint8_t* panel = n.second_panel();
+    for (size_t s = 0; s < k.sb; ++s) {
+      EXPECT_EQ(panel[32 * k.sb / 2 * b + 32 * (s / 2) + 2 * 1 + s % 2], n.in[src + k.scale_at + s])
+          << s;
+    }
+    const size_t quant_at = k.scale_at == 0 ? k.sb : 0;
+    for (size_t j = 0; j < qb; ++j) {
+      EXPECT_EQ(panel[16 * k.sb * blocks + 16 * qb * b + 64 * (j / 4) + 4 * 1 + j % 4],
+                n.in[src + quant_at + j])
+          << j;
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 #include "backends/cpu/kernels/repack.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <vector>
 
 #include "backends/cpu/ops/op.h"
 #include "core/quants.h"
@@ -13,13 +15,21 @@
 namespace tessera::cpu {
 namespace {
 
+// Where the quants start in the GGUF block (after a leading scale, or at 0).
+size_t quant_at(const PanelLayout& l) {
+  return l.scale_at == 0 ? l.scale_bytes : 0;
+}
+
 // Where original byte `pos` (0 .. block_bytes) of row r's block b lands in its panel.
 size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
   const size_t base = static_cast<size_t>(r / kPanelRows) * l.panel_bytes;
   const auto rr = static_cast<size_t>(r % kPanelRows);
   const auto bb = static_cast<size_t>(b);
-  if (pos < l.scale_bytes) return base + (bb * kPanelRows + rr) * l.scale_bytes + pos;
-  const size_t j = pos - l.scale_bytes;
+  if (pos >= l.scale_at && pos < l.scale_at + l.scale_bytes) {
+    const size_t s = pos - l.scale_at;
+    return base + bb * kPanelRows * l.scale_bytes + (s / 2) * 2 * kPanelRows + rr * 2 + s % 2;
+  }
+  const size_t j = pos - quant_at(l);
   const size_t g = l.group_bytes;
   return base + static_cast<size_t>(l.blocks) * kPanelRows * l.scale_bytes +
          bb * kPanelRows * l.quant_bytes + (j / g) * kPanelRows * g + rr * g + j % g;
@@ -29,25 +39,26 @@ size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
 // original layout `flat` and the panels; kToPanels picks the direction.
 template <bool kToPanels>
 void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0, int64_t n) {
+  const size_t gb = l.group_bytes, stride = kPanelRows * gb, qa = quant_at(l);
+  const auto copy = [](uint8_t* panel, uint8_t* row, size_t bytes) {
+    if constexpr (kToPanels) {
+      std::memcpy(panel, row, bytes);
+    } else {
+      std::memcpy(row, panel, bytes);
+    }
+  };
   for (int64_t row = r0; row < r0 + n; ++row) {
     uint8_t* matrix = panels + static_cast<size_t>(row / l.rows) * l.matrix_bytes;
     const int64_t r = row % l.rows;
     uint8_t* src_row = flat + static_cast<size_t>(row - r0) * l.row_bytes();
-    const size_t gb = l.group_bytes, stride = kPanelRows * gb;
     for (int64_t b = 0; b < l.blocks; ++b) {
       uint8_t* block = src_row + static_cast<size_t>(b) * l.block_bytes;
-      uint8_t* scale = matrix + panel_offset(l, r, b, 0);
-      uint8_t* quants = matrix + panel_offset(l, r, b, l.scale_bytes);
-      if constexpr (kToPanels) {
-        std::memcpy(scale, block, l.scale_bytes);
-        for (size_t g = 0; g < l.quant_bytes / gb; ++g) {
-          std::memcpy(quants + g * stride, block + l.scale_bytes + gb * g, gb);
-        }
-      } else {
-        std::memcpy(block, scale, l.scale_bytes);
-        for (size_t g = 0; g < l.quant_bytes / gb; ++g) {
-          std::memcpy(block + l.scale_bytes + gb * g, quants + g * stride, gb);
-        }
+      for (size_t s = 0; s < l.scale_bytes; s += 2) {
+        copy(matrix + panel_offset(l, r, b, l.scale_at + s), block + l.scale_at + s, 2);
+      }
+      uint8_t* quants = matrix + panel_offset(l, r, b, qa);
+      for (size_t g = 0; g < l.quant_bytes / gb; ++g) {
+        copy(quants + g * stride, block + qa + gb * g, gb);
       }
     }
   }
@@ -138,7 +149,8 @@ class CpuWeightsBuffer final : public Buffer {
 }  // namespace
 
 bool repacks(const Tensor& t) {
-  return t.type == DType::kQ4_0 || t.type == DType::kQ8_0 ||
+  return t.type == DType::kQ4_0 || t.type == DType::kQ8_0 || t.type == DType::kQ4_K ||
+         t.type == DType::kQ6_K ||
          (t.type == DType::kF16 && t.ne[0] % kQK == 0);
 }
 
@@ -146,7 +158,7 @@ PanelLayout panel_layout(const Tensor& t) {
   TESSERA_CHECK(repacks(t), "panel_layout of {}", t.describe());
   PanelLayout l;
   l.rows = t.ne[1];
-  l.blocks = t.ne[0] / kQK;
+  l.blocks = t.ne[0] / (t.type == DType::kF16 ? kQK : dtype_info(t.type).block_size);
   l.panels = (l.rows + kPanelRows - 1) / kPanelRows;
   l.matrices = t.ne[2] * t.ne[3];
   if (t.type == DType::kF16) {
@@ -155,7 +167,8 @@ PanelLayout panel_layout(const Tensor& t) {
     l.group_bytes = sizeof(uint16_t);
   } else {
     l.block_bytes = dtype_info(t.type).block_bytes;
-    l.scale_bytes = sizeof(uint16_t);
+    l.scale_bytes = t.type == DType::kQ4_K ? 2 * sizeof(uint16_t) : sizeof(uint16_t);
+    l.scale_at = t.type == DType::kQ6_K ? offsetof(block_q6_K, d) : 0;
     l.group_bytes = 4;
   }
   l.quant_bytes = l.block_bytes - l.scale_bytes;
@@ -206,6 +219,15 @@ void read_row_f32(const Tensor& t, int64_t i1, int64_t i2, int64_t i3, float* ou
     return;
   }
   const PanelLayout l = panel_layout(t);
+  if (t.type == DType::kQ4_K || t.type == DType::kQ6_K) {  // the row's bytes, then the reference
+    thread_local std::vector<uint8_t> bytes;
+    bytes.resize(l.row_bytes());
+    const size_t row = static_cast<size_t>(i1 + (i2 + i3 * t.ne[2]) * l.rows);
+    unpack_bytes(l, static_cast<const uint8_t*>(t.data), bytes.data(), row * l.row_bytes(),
+                 l.row_bytes());
+    row_to_float(t.type, bytes.data(), out, t.ne[0]);
+    return;
+  }
   const uint8_t* matrix =
       static_cast<const uint8_t*>(t.data) + static_cast<size_t>(i2 + i3 * t.ne[2]) * l.matrix_bytes;
   for (int64_t b = 0; b < l.blocks; ++b, out += kQK) {

@@ -8,11 +8,13 @@ list(APPEND TESSERA_CPU_KERNEL_SOURCES
 
 set(TESSERA_CPU_AVX2_SOURCES
   backends/cpu/kernels/avx2/panel.cpp
+  backends/cpu/kernels/avx2/kpanel.cpp
   backends/cpu/kernels/avx2/table.cpp
   backends/cpu/kernels/avx2/probes.cpp
 )
 set(TESSERA_CPU_AVX512_SOURCES
   backends/cpu/kernels/avx512/panel.cpp
+  backends/cpu/kernels/avx512/kpanel.cpp
   backends/cpu/kernels/avx512/table.cpp
   backends/cpu/kernels/avx512/probes.cpp
 )

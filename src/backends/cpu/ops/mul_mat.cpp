@@ -69,9 +69,9 @@ const MatKernel* entry(const Kernels& k, const Tensor& w) {
     case DType::kQ5_1:
       return &k.q5_1;
     case DType::kQ4_K:
-      return &k.q4_k;
+      return is_repacked(w) ? &k.q4_k_panel : &k.q4_k;
     case DType::kQ6_K:
-      return &k.q6_k;
+      return is_repacked(w) ? &k.q6_k_panel : &k.q6_k;
     default:
       return nullptr;
   }

@@ -26,6 +26,7 @@ struct DotMaddubs {
 }  // namespace
 
 extern constinit const Kernels kAvx2Kernels = X86Table<Vec, DotMaddubs, TileSizes{4, 3, 4, 2, 6, 2, 6, 6, 2}>::make(
-    Isa::kAvx2, avx2::mat_q4_0_panel, avx2::mat_q8_0_panel);
+    Isa::kAvx2, avx2::mat_q4_0_panel, avx2::mat_q8_0_panel, avx2::mat_q4_k_panel,
+    avx2::mat_q6_k_panel);
 
 }  // namespace tessera::cpu

@@ -8,5 +8,7 @@ namespace tessera::cpu::avx512 {
 
 void mat_q4_0_panel(const MatArgs& a);
 void mat_q8_0_panel(const MatArgs& a);
+void mat_q4_k_panel(const MatArgs& a);  // kpanel.cpp
+void mat_q6_k_panel(const MatArgs& a);
 
 }  // namespace tessera::cpu::avx512

@@ -24,6 +24,7 @@ struct DotVnni {
 }  // namespace
 
 extern constinit const Kernels kAvx512Kernels = X86Table<Vec, DotVnni, TileSizes{4, 6, 4, 4, 16, 4, 6, 6, 4}>::make(
-    Isa::kAvx512, avx512::mat_q4_0_panel, avx512::mat_q8_0_panel);
+    Isa::kAvx512, avx512::mat_q4_0_panel, avx512::mat_q8_0_panel, avx512::mat_q4_k_panel,
+    avx512::mat_q6_k_panel);
 
 }  // namespace tessera::cpu

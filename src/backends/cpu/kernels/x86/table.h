@@ -39,7 +39,9 @@ struct X86Table {
   }
 
   static constexpr Kernels make(Isa isa, void (*q4_0_panel)(const MatArgs&),
-                                void (*q8_0_panel)(const MatArgs&)) {
+                                void (*q8_0_panel)(const MatArgs&),
+                                void (*q4_k_panel)(const MatArgs&),
+                                void (*q6_k_panel)(const MatArgs&)) {
     return Kernels{
         .isa = isa,
         .quantize_q8 = quantize_q8<V>,
@@ -59,6 +61,8 @@ struct X86Table {
         .q8_0_panel = {q8_0_panel, ActFormat::kQ8},
         .f16_panel = {F16Panels<V, kT.f16_gemv_panels, kT.f16_cols>::run, ActFormat::kF32Groups,
                       kF16GemmRows},
+        .q4_k_panel = {q4_k_panel, ActFormat::kQ8K},
+        .q6_k_panel = {q6_k_panel, ActFormat::kQ8K},
         .attn_f16 = Attn<V>::run,
         .attn_f16_tiles = AttnTiles<V, kT.attn_score_vecs, kT.attn_score_keys, kT.attn_pv_rows,
                                     kT.attn_pv_vecs>::run,

@@ -1,0 +1,96 @@
+// avx2 tier: Q4_K / Q6_K panels (x86/kpanels.h) with maddubs: a ymm is half
+// a 64-byte group (8 rows x 4 k). A sub-block's byte products add up in
+// 16-bit lanes while they stay exact (Q4_K: 8 groups, |sum| <= 8 * 2 * 15 *
+// 128 = 30720; Q6_K: 2 groups, <= 2 * 2 * 63 * 128 = 32256), then one
+// vpmaddwd by the scale (in both halves of each 32-bit lane) widens and
+// scales them at once.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "backends/cpu/kernels/avx2/avx2.h"
+#include "backends/cpu/kernels/x86/kpanels.h"
+
+namespace tessera::cpu {
+namespace {
+
+struct KVec256 {
+  using I = __m256i;
+  using F = __m256;
+  using Acc = __m256i;    // 16-bit pair sums
+  using Scale = __m256i;  // the scale in both 16-bit halves of a lane
+  static constexpr int kRows = 8, kHalves = 2;
+  static constexpr int kKCols = 2;    // GEMM tile: 8 rows x 2 columns
+  static constexpr int kQ6Chain = 2;  // half a 16-element sub-block per chain
+  static constexpr size_t kGroupBytes = 32, kHalfScaleBytes = 16;
+
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
+  static I set1(int32_t v) { return _mm256_set1_epi32(v); }
+  static I zero() { return _mm256_setzero_si256(); }
+  static Acc acc_zero() { return _mm256_setzero_si256(); }
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I or_(I a, I b) { return _mm256_or_si256(a, b); }
+  template <int N>
+  static I srli32(I v) {
+    return _mm256_srli_epi32(v, N);
+  }
+  template <int N>
+  static I slli32(I v) {
+    return _mm256_slli_epi32(v, N);
+  }
+  template <int N>
+  static I srli16(I v) {
+    return _mm256_srli_epi16(v, N);
+  }
+  template <int N>
+  static I slli16(I v) {
+    return _mm256_slli_epi16(v, N);
+  }
+  template <int N>
+  static I srai16(I v) {
+    return _mm256_srai_epi16(v, N);
+  }
+  static I byte_u(I v, int j) {
+    return _mm256_and_si256(_mm256_srl_epi32(v, _mm_cvtsi32_si128(8 * j)), set1(0xFF));
+  }
+  static I byte_s(I v, int j) {
+    return _mm256_srai_epi32(_mm256_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * j)), 24);
+  }
+  static Acc dot(Acc acc, I u8, const int8_t* x4) {
+    const I x = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(x4)));
+    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u8, x));
+  }
+  static Scale scale(I v) {  // v in int16 range
+    return _mm256_or_si256(_mm256_and_si256(v, set1(0xFFFF)), _mm256_slli_epi32(v, 16));
+  }
+  static I end(Acc acc, Scale s) { return _mm256_madd_epi16(acc, s); }
+  static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static I dot16(I acc, I s16, int32_t pair) {
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(s16, _mm256_set1_epi32(pair)));
+  }
+  static F zero_f() { return _mm256_setzero_ps(); }
+  static F set1f(float v) { return _mm256_set1_ps(v); }
+  static F cvt(I v) { return _mm256_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
+  static F fnmadd(F a, F b, F c) { return _mm256_fnmadd_ps(a, b, c); }
+  static F load_f16(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static void store(float* p, F v) { _mm256_store_ps(p, v); }
+};
+
+// GEMV: two panels at once, as the Q4_0 / Q8_0 panels.
+constexpr int kStreams = 2;
+
+}  // namespace
+
+void avx2::mat_q4_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec256, Q4KPanel, kStreams>::run(a);
+}
+void avx2::mat_q6_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec256, Q6KPanel, kStreams>::run(a);
+}
+
+}  // namespace tessera::cpu

@@ -1,0 +1,94 @@
+// avx512 tier: Q4_K / Q6_K panels (x86/kpanels.h) with zmm vpdpbusd: one
+// zmm is a 64-byte group (16 rows x 4 k), a sub-block's dots sum exactly in
+// 32-bit lanes and take their scale with one vpmulld; mins and Q6_K's offset
+// are int16 pair products (vpdpwssd).
+#include "backends/cpu/kernels/avx512/intrin.h"
+
+#include <cstring>
+
+#include "backends/cpu/kernels/avx512/avx512.h"
+#include "backends/cpu/kernels/x86/kpanels.h"
+
+namespace tessera::cpu {
+namespace {
+
+struct KVec512 {
+  using I = __m512i;
+  using F = __m512;
+  using Acc = __m512i;  // 32-bit dot sums
+  using Scale = __m512i;
+  static constexpr int kRows = 16, kHalves = 1;
+  static constexpr int kKCols = 4;    // GEMM tile: 16 rows x 4 columns
+  static constexpr int kQ6Chain = 4;  // a whole 16-element sub-block per chain
+  static constexpr size_t kGroupBytes = 64, kHalfScaleBytes = 32;
+
+  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static I set1(int32_t v) { return _mm512_set1_epi32(v); }
+  static I zero() { return _mm512_setzero_si512(); }
+  static Acc acc_zero() { return _mm512_setzero_si512(); }
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I or_(I a, I b) { return _mm512_or_si512(a, b); }
+  template <int N>
+  static I srli32(I v) {
+    return _mm512_srli_epi32(v, N);
+  }
+  template <int N>
+  static I slli32(I v) {
+    return _mm512_slli_epi32(v, N);
+  }
+  template <int N>
+  static I srli16(I v) {
+    return _mm512_srli_epi16(v, N);
+  }
+  template <int N>
+  static I slli16(I v) {
+    return _mm512_slli_epi16(v, N);
+  }
+  template <int N>
+  static I srai16(I v) {
+    return _mm512_srai_epi16(v, N);
+  }
+  // Byte j of each lane, zero- or sign-extended.
+  static I byte_u(I v, int j) {
+    return _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(8 * j)), set1(0xFF));
+  }
+  static I byte_s(I v, int j) {
+    return _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * j)), 24);
+  }
+  static Acc dot(Acc acc, I u8, const int8_t* x4) {
+    int32_t v;
+    std::memcpy(&v, x4, sizeof v);
+    return _mm512_dpbusd_epi32(acc, u8, _mm512_set1_epi32(v));
+  }
+  static Scale scale(I v) { return v; }
+  static I end(Acc acc, Scale s) { return _mm512_mullo_epi32(acc, s); }
+  static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I sub32(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static I dot16(I acc, I s16, int32_t pair) {
+    return _mm512_dpwssd_epi32(acc, s16, _mm512_set1_epi32(pair));
+  }
+  static F zero_f() { return _mm512_setzero_ps(); }
+  static F set1f(float v) { return _mm512_set1_ps(v); }
+  static F cvt(I v) { return _mm512_cvtepi32_ps(v); }
+  static F mul(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmadd(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
+  static F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }
+  static F load_f16(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static void store(float* p, F v) { _mm512_store_ps(p, v); }
+};
+
+// GEMV: four panels at once, as the Q4_0 / Q8_0 panels.
+constexpr int kStreams = 4;
+
+}  // namespace
+
+void avx512::mat_q4_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec512, Q4KPanel, kStreams>::run(a);
+}
+void avx512::mat_q6_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec512, Q6KPanel, kStreams>::run(a);
+}
+
+}  // namespace tessera::cpu

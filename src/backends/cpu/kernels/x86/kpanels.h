@@ -1,0 +1,318 @@
+// Q4_K and Q6_K weights in 16-row panels (repack.h) times Q8_K activations,
+// written once for the avx2 and avx512 tiers: the tier's policy V supplies
+// the vectors (V::kRows rows of 32-bit lanes: 16 in a zmm, or 8 in a ymm, two
+// halves per panel) and its int8 dot product. Outer-product form, as the
+// Q4_0 panels: lane r of a 64-byte group is row r's 4 consecutive weight
+// bytes, and four activation bytes broadcast to every lane feed one dot.
+//
+// Arithmetic, per 256-element block, all integer until one convert:
+//   Q4_K: x = d sc_j q - dmin m_j per 32-element sub-block j, so
+//     row . col = d d_a sum_j sc_j D_j - dmin d_a sum_j m_j B_j,
+//     D_j = sum q a over sub-block j (u8 x s8 dots), B_j its activation sum
+//     (the Q8_K bsums of its two 16s); sum_j m_j B_j as int16 pair products.
+//   Q6_K: x = d sc_s (q - 32) per 16-element sub-block s (q 6 bits, sc int8):
+//     row . col = d d_a (sum_s sc_s D_s - 32 sum_s sc_s B_s).
+// Every integer is exact: |D_j| <= 32 * 15 * 128, |sum sc D| < 2^25 (Q4_K);
+// |D_s| <= 16 * 63 * 128, |sum sc D| + 32 |sum sc B| < 2^29 (Q6_K). Then one
+// or two FMAs per block and row, as the GGUF-layout kernels (row_dot.h).
+// Include in a tier's translation unit after defining V; internal linkage.
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <utility>
+
+#include "backends/cpu/kernels/kernels.h"
+#include "backends/cpu/kernels/repack.h"
+#include "backends/cpu/kernels/x86/fn_table.h"
+
+namespace tessera::cpu {
+namespace {
+
+// Two int16 activation sums (a in the low half, b in the high) as one lane.
+inline int32_t pair16(int32_t a, int32_t b) {
+  return static_cast<int32_t>((static_cast<uint32_t>(a) & 0xFFFFu) |
+                              (static_cast<uint32_t>(b) << 16));
+}
+
+// A K-quant panel matrix as the kernels see it: per panel, the blocks' f16
+// scales then their quants (repack.h), kScaleBytes / kQuantBytes per row.
+template <class Fmt>
+struct KPanels {
+  static const uint8_t* scales(const MatArgs& a, int64_t p) {
+    return a.w + static_cast<size_t>(p) * a.w_stride;
+  }
+  static const uint8_t* quants(const MatArgs& a, int64_t p) {
+    return scales(a, p) + static_cast<size_t>(a.k / kQKK) * kPanelRows * Fmt::kScaleBytes;
+  }
+};
+
+// Software prefetch for a GEMV reading a panel's block b: every line of the
+// block kAhead bytes further on, and the scales as far ahead (the stream is
+// the quants; scales are 1/35 of it (Q4_K) or less).
+inline constexpr size_t kKPrefetchAhead = 2048;
+template <class Fmt>
+[[gnu::always_inline]] inline void prefetch_kblock(const uint8_t* scales, const uint8_t* q,
+                                                   int64_t b) {
+  constexpr size_t kBlock = kPanelRows * Fmt::kQuantBytes;
+  for (size_t l = 0; l < kBlock; l += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(q + kKPrefetchAhead + l), _MM_HINT_T0);
+  }
+  constexpr size_t kScales = kPanelRows * Fmt::kScaleBytes;
+  _mm_prefetch(reinterpret_cast<const char*>(scales + kScales * static_cast<size_t>(b + 2)),
+               _MM_HINT_T0);
+}
+
+template <class V>
+struct Q4KPanel {
+  static constexpr size_t kScaleBytes = 4;    // d, dmin
+  static constexpr size_t kQuantBytes = 140;  // scales[12], qs[128]
+  using I = typename V::I;
+  using F = typename V::F;
+
+  // Block `q` (its quants; `s` its f16 scales), rows kRows h .. of the
+  // panel, against columns xb[0 .. C): acc[c] += the rows' dots.
+  template <int C>
+  [[gnu::always_inline]] static void block(const uint8_t* s, const uint8_t* q, int h,
+                                           const block_q8_K* const* xb, F* acc) {
+    const size_t off = V::kGroupBytes * static_cast<size_t>(h);
+    const I s0 = V::load(q + off), s1 = V::load(q + 64 + off), s2 = V::load(q + 128 + off);
+    const I m6 = V::set1(0x3F3F3F3F), m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
+    // Bytes j of each lane: sc[0] scales 0-3, sc[1] scales 4-7 (and mn the mins).
+    const I sc[2] = {V::and_(s0, m6),
+                     V::or_(V::and_(s2, m4), V::and_(V::template srli32<2>(s0), m30))};
+    const I mn[2] = {
+        V::and_(s1, m6),
+        V::or_(V::and_(V::template srli32<4>(s2), m4), V::and_(V::template srli32<2>(s1), m30))};
+    I isum[C];
+    for (int c = 0; c < C; ++c) isum[c] = V::zero();
+#pragma GCC unroll 4
+    for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
+      typename V::Acc dlo[C], dhi[C];
+      for (int c = 0; c < C; ++c) dlo[c] = dhi[c] = V::acc_zero();
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t) {
+        const I v = V::load(q + 64 * (3 + 8 * p + t) + off);
+        const I lo = V::and_(v, m4), hi = V::and_(V::template srli16<4>(v), m4);
+        for (int c = 0; c < C; ++c) {
+          dlo[c] = V::dot(dlo[c], lo, xb[c]->qs + 64 * p + 4 * t);
+          dhi[c] = V::dot(dhi[c], hi, xb[c]->qs + 64 * p + 32 + 4 * t);
+        }
+      }
+      const auto slo = V::scale(V::byte_u(sc[p / 2], 2 * (p % 2)));
+      const auto shi = V::scale(V::byte_u(sc[p / 2], 2 * (p % 2) + 1));
+      for (int c = 0; c < C; ++c) {
+        isum[c] = V::add32(isum[c], V::add32(V::end(dlo[c], slo), V::end(dhi[c], shi)));
+      }
+    }
+    // Mins as int16 pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7).
+    const I lo16 = V::set1(0x00FF00FF);
+    const I m02 = V::and_(mn[0], lo16), m13 = V::and_(V::template srli32<8>(mn[0]), lo16);
+    const I m46 = V::and_(mn[1], lo16), m57 = V::and_(V::template srli32<8>(mn[1]), lo16);
+    const F d = V::load_f16(s + V::kHalfScaleBytes * h);
+    const F dmin = V::load_f16(s + 32 + V::kHalfScaleBytes * h);
+    for (int c = 0; c < C; ++c) {
+      const int16_t* bs = xb[c]->bsums;
+      int32_t t[8];
+      for (int j = 0; j < 8; ++j) t[j] = bs[2 * j] + bs[2 * j + 1];
+      I ms = V::dot16(V::zero(), m02, pair16(t[0], t[2]));
+      ms = V::dot16(ms, m13, pair16(t[1], t[3]));
+      ms = V::dot16(ms, m46, pair16(t[4], t[6]));
+      ms = V::dot16(ms, m57, pair16(t[5], t[7]));
+      const F dx = V::set1f(xb[c]->d);
+      acc[c] = V::fmadd(V::cvt(isum[c]), V::mul(d, dx), acc[c]);
+      acc[c] = V::fnmadd(V::cvt(ms), V::mul(dmin, dx), acc[c]);
+    }
+  }
+};
+
+template <class V>
+struct Q6KPanel {
+  static constexpr size_t kScaleBytes = 2;    // d
+  static constexpr size_t kQuantBytes = 208;  // ql[128], qh[64], scales[16]
+  using I = typename V::I;
+  using F = typename V::F;
+
+  template <int C>
+  [[gnu::always_inline]] static void block(const uint8_t* s, const uint8_t* q, int h,
+                                           const block_q8_K* const* xb, F* acc) {
+    const size_t off = V::kGroupBytes * static_cast<size_t>(h);
+    const I m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
+    I scv[4];  // int8 sub-block scales 4 g .. 4 g + 3 in each lane
+    for (int g = 0; g < 4; ++g) scv[g] = V::load(q + 64 * (48 + g) + off);
+    I isum[C];
+    for (int c = 0; c < C; ++c) isum[c] = V::zero();
+    constexpr int kChain = V::kQ6Chain;  // groups of 4 per dot chain (exact in its type)
+#pragma GCC unroll 2
+    for (int hh = 0; hh < 2; ++hh) {  // elements 128 hh + 32 g + i, g 0..3, i 0..31
+#pragma GCC unroll 4
+      for (int t0 = 0; t0 < 8; t0 += kChain) {  // i = 4 t, t in [t0, t0 + kChain)
+        typename V::Acc dg[C][4];
+        for (int c = 0; c < C; ++c) {
+          for (int g = 0; g < 4; ++g) dg[c][g] = V::acc_zero();
+        }
+        for (int t = t0; t < t0 + kChain; ++t) {
+          const I qh = V::load(q + 64 * (32 + 8 * hh + t) + off);
+          const I l0 = V::load(q + 64 * (16 * hh + t) + off);
+          const I l1 = V::load(q + 64 * (16 * hh + 8 + t) + off);
+          const I w[4] = {
+              V::or_(V::and_(l0, m4), V::and_(V::template slli16<4>(qh), m30)),
+              V::or_(V::and_(l1, m4), V::and_(V::template slli16<2>(qh), m30)),
+              V::or_(V::and_(V::template srli16<4>(l0), m4), V::and_(qh, m30)),
+              V::or_(V::and_(V::template srli16<4>(l1), m4), V::and_(V::template srli16<2>(qh), m30)),
+          };
+          for (int c = 0; c < C; ++c) {
+            for (int g = 0; g < 4; ++g) {
+              dg[c][g] = V::dot(dg[c][g], w[g], xb[c]->qs + 128 * hh + 32 * g + 4 * t);
+            }
+          }
+        }
+        for (int g = 0; g < 4; ++g) {
+          const int sb = 8 * hh + 2 * g + t0 / 4;  // sub-block of 16
+          const auto sc = V::scale(V::byte_s(scv[sb / 4], sb % 4));
+          for (int c = 0; c < C; ++c) isum[c] = V::add32(isum[c], V::end(dg[c][g], sc));
+        }
+      }
+    }
+    // The -32 offset: 32 sum_s sc_s B_s, sc as int16 pairs (sc 4g, sc 4g+2), (4g+1, 4g+3).
+    I sce[4], sco[4];
+    for (int g = 0; g < 4; ++g) {
+      sce[g] = V::template srai16<8>(V::template slli16<8>(scv[g]));
+      sco[g] = V::template srai16<8>(scv[g]);
+    }
+    const F d = V::load_f16(s + V::kHalfScaleBytes * h);
+    for (int c = 0; c < C; ++c) {
+      const int16_t* bs = xb[c]->bsums;
+      I os = V::zero();
+      for (int g = 0; g < 4; ++g) {
+        os = V::dot16(os, sce[g], pair16(bs[4 * g], bs[4 * g + 2]));
+        os = V::dot16(os, sco[g], pair16(bs[4 * g + 1], bs[4 * g + 3]));
+      }
+      const I sum = V::sub32(isum[c], V::template slli32<5>(os));
+      acc[c] = V::fmadd(V::cvt(sum), V::mul(d, V::set1f(xb[c]->d)), acc[c]);
+    }
+  }
+};
+
+// K slices of a GEMM: this many 256-element blocks (Q4_K: 18 KiB of one
+// panel, Q6_K: 27 KiB), kept in L1 while the column groups pass over them.
+inline constexpr int64_t kKSliceBlocks = 8;
+
+// The kernel over panels: GEMV in groups of kStreams panels, GEMM in tiles of
+// one panel (both halves on avx2, one after the other) x V::kKCols columns.
+template <class V, template <class> class P, int kStreams>
+struct KPanelKernel {
+  using Fmt = P<V>;
+  using F = typename V::F;
+  using Grid = KPanels<Fmt>;
+  static constexpr size_t kBlockScales = kPanelRows * Fmt::kScaleBytes;
+  static constexpr size_t kBlockQuants = kPanelRows * Fmt::kQuantBytes;
+
+  // Panel p's rows: out[r] (r < valid), or out[r] += when accumulate.
+  static void store(float* out, const F (&acc)[V::kHalves], int valid, bool accumulate) {
+    alignas(64) float tmp[kPanelRows];
+    for (int h = 0; h < V::kHalves; ++h) V::store(tmp + V::kRows * h, acc[h]);
+    for (int r = 0; r < valid; ++r) out[r] = accumulate ? out[r] + tmp[r] : tmp[r];
+  }
+
+  // GEMV: panels p0 .. p0 + N - 1, every block, one column.
+  struct GemvGroup {
+    // Not inlined: tests/backends/prefetch_check.sh finds it by name.
+    template <int N>
+    [[gnu::noinline]] static void run(const MatArgs& a, int64_t p0) {
+      const int64_t nb = a.k / kQKK;
+      const auto* x = reinterpret_cast<const block_q8_K*>(a.x);
+      const uint8_t* sc[N];
+      const uint8_t* qs[N];
+      for (int i = 0; i < N; ++i) {
+        sc[i] = Grid::scales(a, p0 + i);
+        qs[i] = Grid::quants(a, p0 + i);
+      }
+      F acc[N][V::kHalves];
+      for (auto& v : acc) {
+        for (F& f : v) f = V::zero_f();
+      }
+      for (int64_t b = 0; b < nb; ++b) {
+        const block_q8_K* xb[1] = {x + b};
+        for (int i = 0; i < N; ++i) {
+          const uint8_t* s = sc[i] + kBlockScales * static_cast<size_t>(b);
+          const uint8_t* q = qs[i] + kBlockQuants * static_cast<size_t>(b);
+          prefetch_kblock<Fmt>(sc[i], q, b);
+          for (int h = 0; h < V::kHalves; ++h) Fmt::template block<1>(s, q, h, xb, &acc[i][h]);
+        }
+      }
+      for (int i = 0; i < N; ++i) {
+        const int64_t r0 = (p0 + i) * kPanelRows;
+        store(a.out + r0, acc[i], static_cast<int>(min_i64(a.rows - r0, kPanelRows)), false);
+      }
+    }
+  };
+
+  // Blocks [b0, b1) of panel p against columns c0 .. c0 + C.
+  template <int C>
+  static void tile(const MatArgs& a, int64_t p, int64_t b0, int64_t b1, int64_t c0) {
+    const uint8_t* sc = Grid::scales(a, p);
+    const uint8_t* qs = Grid::quants(a, p);
+    const block_q8_K* x[C];
+    for (int c = 0; c < C; ++c) {
+      x[c] = reinterpret_cast<const block_q8_K*>(a.x + static_cast<size_t>(c0 + c) * a.x_stride);
+    }
+    F acc[C][V::kHalves];
+    for (int h = 0; h < V::kHalves; ++h) {
+      F part[C];
+      for (int c = 0; c < C; ++c) part[c] = V::zero_f();
+      for (int64_t b = b0; b < b1; ++b) {
+        const block_q8_K* xb[C];
+        for (int c = 0; c < C; ++c) xb[c] = x[c] + b;
+        Fmt::template block<C>(sc + kBlockScales * static_cast<size_t>(b),
+                               qs + kBlockQuants * static_cast<size_t>(b), h, xb, part);
+      }
+      for (int c = 0; c < C; ++c) acc[c][h] = part[c];
+    }
+    const int64_t r0 = p * kPanelRows;
+    const int valid = static_cast<int>(min_i64(a.rows - r0, kPanelRows));
+    for (int c = 0; c < C; ++c) {
+      float* out = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(a.out) +
+                                            static_cast<size_t>(c0 + c) * a.out_stride) +
+                   r0;
+      store(out, acc[c], valid, b0 > 0);
+    }
+  }
+
+  template <size_t... I>
+  static constexpr auto make_tiles(std::index_sequence<I...>) {
+    using Fn = void (*)(const MatArgs&, int64_t, int64_t, int64_t, int64_t);
+    return FnTable<Fn, sizeof...(I)>{{&tile<static_cast<int>(I) + 1>...}};
+  }
+
+  // Panels [p0, p1), every column: K slices, then panels, then column tiles.
+  static void gemm(const MatArgs& a, int64_t p0, int64_t p1) {
+    static constexpr auto kTiles = make_tiles(std::make_index_sequence<V::kKCols>{});
+    const int64_t nb = a.k / kQKK;
+    const int64_t slice = a.cols > V::kKCols ? kKSliceBlocks : nb;
+    for (int64_t b0 = 0; b0 < nb; b0 += slice) {
+      const int64_t b1 = min_i64(nb, b0 + slice);
+      for (int64_t p = p0; p < p1; ++p) {
+        for (int64_t c0 = 0; c0 < a.cols; c0 += V::kKCols) {
+          const auto nc = static_cast<size_t>(min_i64(a.cols - c0, V::kKCols));
+          kTiles.at[nc - 1](a, p, b0, b1, c0);
+        }
+      }
+    }
+  }
+
+  static void run(const MatArgs& a) {
+    const int64_t panels = (a.rows + kPanelRows - 1) / kPanelRows;
+    if (a.k < kQKK || panels == 0) return;
+    int64_t p = 0;
+    if (a.cols == 1) {
+      for (; p + kStreams <= panels; p += kStreams) GemvGroup::template run<kStreams>(a, p);
+    }
+    if (p < panels) gemm(a, p, panels);
+  }
+};
+
+}  // namespace
+}  // namespace tessera::cpu
