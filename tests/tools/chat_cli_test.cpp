@@ -35,6 +35,34 @@ TEST(ChatCli, TurnsReuseTheCacheAndResetStartsOver) {
   EXPECT_NE(r.err.find("[conversation cleared]"), std::string::npos) << r.err;
 }
 
+// Every sampling flag `run` has, and --stop: the same seed gives the same
+// replies, a stop string cuts a reply, the penalties change greedy text.
+TEST(ChatCli, TakesEverySamplingFlagOfRun) {
+  const std::string flags =
+      " --temp 0.9 --top-k 20 --top-p 0.9 --min-p 0.1 --repeat-penalty 1.1 --repeat-last-n 32"
+      " --presence-penalty 0.1 --frequency-penalty 0.1 -s 5 --ignore-eos -n 16 -c 512 -b 64"
+      " -ctk f32 -ctv f16";
+  const std::string in = "printf 'Hello\\nTell me a story\\n' | ";
+  const CommandResult a = run_command(in + tessera("chat " + model() + flags));
+  const CommandResult b = run_command(in + tessera("chat " + model() + flags));
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);  // seed 5 for turn 0, 6 for turn 1
+  ASSERT_EQ(lines_of(a.out).size(), 2u) << a.out;
+  EXPECT_NE(a.err.find("16 tokens"), std::string::npos) << a.err;  // --ignore-eos: all 16
+  // Greedy replies, then cut at a stop string taken from the first one.
+  const CommandResult g = run_command("echo Hello | " + tessera("chat " + model() + " --temp 0 -n 24"));
+  ASSERT_EQ(g.exit_code, 0) << g.err;
+  const std::string reply = lines_of(g.out)[0];
+  ASSERT_GE(reply.size(), 8u) << g.out;
+  const std::string stop = reply.substr(reply.size() / 2, 3);
+  const CommandResult s = run_command("echo Hello | " + tessera("chat " + model() + " --temp 0 -n 24 --stop '" + stop + "'"));
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(lines_of(s.out)[0], reply.substr(0, reply.find(stop)));
+  const CommandResult p = run_command("echo Hello | " + tessera("chat " + model() + " --temp 0 -n 24 --repeat-penalty 2 --repeat-last-n -1"));
+  ASSERT_EQ(p.exit_code, 0) << p.err;
+  EXPECT_NE(lines_of(p.out)[0], reply);
+}
+
 TEST(ChatCli, UnknownTemplateIsNamed) {
   const CommandResult r =
       run_command("echo hi | " + tessera("chat " + model() + " --chat-template vicuna-9"));

@@ -96,6 +96,24 @@ TEST(RunTest, ParallelSequencesSampleWithTheirOwnSeeds) {
   EXPECT_EQ(a, one.out + "\n");
 }
 
+TEST(RunTest, StopStringsEndTheTextWhereTheyStart) {
+  const std::string args = " -p 'Once upon a time' -n 40 --temp 0 --no-display-prompt";
+  const CommandResult free = run_command(tessera("run " + model() + args));
+  ASSERT_EQ(free.exit_code, 0) << free.err;
+  ASSERT_NE(free.out.find("Lily"), std::string::npos) << free.out;
+  const CommandResult r = run_command(tessera("run " + model() + args + " --stop Lily --stop zzz"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, free.out.substr(0, free.out.find("Lily")) + "\n");
+  // -np: every sequence stops at it.
+  const CommandResult np = run_command(tessera("run " + model() + args + " --stop Lily -np 2"));
+  ASSERT_EQ(np.exit_code, 0) << np.err;
+  const std::string cut = free.out.substr(0, free.out.find("Lily"));
+  EXPECT_EQ(np.out, "[sequence 0]\n" + cut + "\n\n[sequence 1]\n" + cut + "\n\n");
+  const CommandResult empty = run_command(tessera("run " + model() + " -p hi --stop ''"));
+  EXPECT_NE(empty.exit_code, 0);
+  EXPECT_NE(empty.err.find("--stop"), std::string::npos) << empty.err;
+}
+
 TEST(RunTest, CacheTypesAndDevicesAreCheckedByName) {
   CommandResult r = run_command(tessera("run " + model() + " -p hi -ctk q9_9"));
   EXPECT_EQ(r.exit_code, 1);

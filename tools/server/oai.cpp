@@ -1,22 +1,14 @@
 #include "server/oai.h"
 
 #include <cmath>
+#include <ctime>
 #include <limits>
+#include <mutex>
+#include <random>
 
 #include "server/http_error.h"
 
 namespace tessera::server {
-
-std::string HttpError::type() const {
-  switch (status_) {
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 413: return "invalid_request_error";
-    case 503: return "unavailable_error";
-    default: return status_ >= 500 ? "server_error" : "invalid_request_error";
-  }
-}
-
 namespace {
 
 using nlohmann::json;
@@ -49,10 +41,140 @@ bool boolean(const json& body, const char* key, bool fallback) {
   return it->get<bool>();
 }
 
+std::vector<std::string> stop_strings(const json& body) {
+  std::vector<std::string> stop;
+  const auto it = body.find("stop");
+  if (it == body.end() || it->is_null()) return stop;
+  if (it->is_string()) {
+    stop.push_back(it->get<std::string>());
+  } else if (it->is_array() && it->size() <= 16) {
+    for (const json& v : *it) {
+      if (!v.is_string()) bad_request("'stop' must be a string or an array of strings");
+      stop.push_back(v.get<std::string>());
+    }
+  } else {
+    bad_request("'stop' must be a string or an array of at most 16 strings");
+  }
+  for (const std::string& x : stop) {
+    if (x.empty() || x.size() > 1024) bad_request("each 'stop' string must have 1..1024 bytes");
+  }
+  return stop;
+}
+
+// The prompt of a completions request: a string, one string in an array,
+// or an array of token ids.
+std::vector<TokenId> completion_prompt(const json& body, const Tokenizer& tokenizer) {
+  const auto it = body.find("prompt");
+  if (it == body.end()) bad_request("'prompt' is required");
+  const json* p = &*it;
+  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
+  if (p->is_string()) return tokenizer.tokenize(p->get<std::string>(), true, true);
+  if (p->is_array() && !p->empty()) return token_ids(*p, "prompt", tokenizer.n_vocab());
+  bad_request("'prompt' must be a non-empty string or array of token ids");
+}
+
+std::vector<TokenId> chat_prompt(const json& body, const Tokenizer& tokenizer,
+                                 const serving::ChatRenderer& renderer) {
+  const auto it = body.find("messages");
+  if (it == body.end() || !it->is_array() || it->empty()) {
+    bad_request("'messages' must be a non-empty array");
+  }
+  // Special tokens in the render are parsed as such; BOS is the tokenizer's
+  // to add (the renderer strips a leading one), as llama.cpp does.
+  return tokenizer.tokenize(renderer.render(*it, true), true, true);
+}
+
+std::string random_id(const char* prefix) {
+  static std::mutex m;
+  static std::mt19937_64 rng(std::random_device{}());
+  std::lock_guard lock(m);
+  return fmt::format("{}{:016x}", prefix, rng());
+}
+
+json chunk(const ResponseHead& h, json choices) {
+  return {{"id", h.id},
+          {"object", h.chat ? "chat.completion.chunk" : "text_completion"},
+          {"created", h.created},
+          {"model", h.model},
+          {"choices", std::move(choices)}};
+}
+
+std::string base64(const uint8_t* p, size_t n) {
+  static constexpr char kDigits[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = uint32_t{p[i]} << 16 | (i + 1 < n ? uint32_t{p[i + 1]} << 8 : 0) |
+                       (i + 2 < n ? uint32_t{p[i + 2]} : 0);
+    out += kDigits[v >> 18 & 63];
+    out += kDigits[v >> 12 & 63];
+    out += i + 1 < n ? kDigits[v >> 6 & 63] : '=';
+    out += i + 2 < n ? kDigits[v & 63] : '=';
+  }
+  return out;
+}
+
+// Log-probabilities of the tokens in `events` in the completions format
+// ({tokens, token_logprobs, top_logprobs}) or the chat one ({content: [...]}).
+json logprobs_json(const std::vector<const serving::Event*>& events, bool chat) {
+  if (chat) {
+    json content = json::array();
+    for (const serving::Event* e : events) {
+      for (const auto& [chosen, top] : e->probs) {
+        json alts = json::array();
+        for (const serving::TokenProb& t : top) alts.push_back({{"token", t.text}, {"logprob", t.logprob}});
+        content.push_back({{"id", chosen.id},
+                           {"token", chosen.text},
+                           {"logprob", chosen.logprob},
+                           {"top_logprobs", alts}});
+      }
+    }
+    return {{"content", content}};
+  }
+  json tokens = json::array(), lps = json::array(), tops = json::array();
+  for (const serving::Event* e : events) {
+    for (const auto& [chosen, top] : e->probs) {
+      tokens.push_back(chosen.text);
+      lps.push_back(chosen.logprob);
+      json m = json::object();
+      for (const serving::TokenProb& t : top) m[t.text] = t.logprob;
+      tops.push_back(m);
+    }
+  }
+  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+}
+
 }  // namespace
 
-GenerationParams parse_generation(const json& body, bool chat) {
-  GenerationParams p;
+json parse_body(const std::string& text) {
+  json body;
+  try {
+    body = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw HttpError(400, fmt::format("the body is not valid JSON: {}", e.what()));
+  }
+  if (!body.is_object()) throw HttpError(400, "the body must be a JSON object");
+  return body;
+}
+
+std::vector<TokenId> token_ids(const json& v, const char* field, size_t n_vocab) {
+  if (!v.is_array()) bad_request("'{}' must be an array of token ids", field);
+  std::vector<TokenId> ids;
+  ids.reserve(v.size());
+  for (const json& t : v) {
+    if (!t.is_number_integer()) bad_request("'{}' must be an array of token ids", field);
+    const auto id = t.get<int64_t>();
+    if (id < 0 || id >= static_cast<int64_t>(n_vocab)) {
+      bad_request("'{}' token {} is outside the vocabulary [0, {})", field, id, n_vocab);
+    }
+    ids.push_back(static_cast<TokenId>(id));
+  }
+  return ids;
+}
+
+serving::GenerationParams parse_generation(const json& body, bool chat) {
+  serving::GenerationParams p;
   constexpr int64_t kMaxTokens = int64_t{1} << 24;
   int64_t max_tokens = integer(body, "n_predict", -1, kMaxTokens, -1);
   max_tokens = integer(body, "max_tokens", -1, kMaxTokens, max_tokens);
@@ -76,21 +198,7 @@ GenerationParams parse_generation(const json& body, bool chat) {
   p.ignore_eos = boolean(body, "ignore_eos", false);
   p.cache_prompt = boolean(body, "cache_prompt", true);
   if (integer(body, "n", 1, 1, 1) != 1) bad_request("'n' must be 1");
-  if (const auto it = body.find("stop"); it != body.end() && !it->is_null()) {
-    if (it->is_string()) {
-      p.stop.push_back(it->get<std::string>());
-    } else if (it->is_array() && it->size() <= 16) {
-      for (const json& v : *it) {
-        if (!v.is_string()) bad_request("'stop' must be a string or an array of strings");
-        p.stop.push_back(v.get<std::string>());
-      }
-    } else {
-      bad_request("'stop' must be a string or an array of at most 16 strings");
-    }
-    for (const std::string& x : p.stop) {
-      if (x.empty() || x.size() > 1024) bad_request("each 'stop' string must have 1..1024 bytes");
-    }
-  }
+  p.stop = stop_strings(body);
   // Completions: logprobs is a count (0..20); chat: a flag plus top_logprobs.
   if (chat) {
     if (boolean(body, "logprobs", false)) {
@@ -104,14 +212,104 @@ GenerationParams parse_generation(const json& body, bool chat) {
   return p;
 }
 
-nlohmann::json usage_json(const Event& e) {
+CompletionRequest parse_completion(const json& body, bool chat, const Tokenizer& tokenizer,
+                                   const serving::ChatRenderer& renderer) {
+  CompletionRequest r;
+  r.chat = chat;
+  r.params = parse_generation(body, chat);
+  r.stream = boolean(body, "stream", false);
+  if (const auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
+    r.include_usage = boolean(*it, "include_usage", false);
+  }
+  r.prompt = chat ? chat_prompt(body, tokenizer, renderer) : completion_prompt(body, tokenizer);
+  return r;
+}
+
+ResponseHead response_head(const CompletionRequest& r, const std::string& model) {
+  return {.id = random_id(r.chat ? "chatcmpl-" : "cmpl-"),
+          .created = static_cast<int64_t>(std::time(nullptr)),
+          .model = model,
+          .chat = r.chat,
+          .logprobs = r.params.top_logprobs >= 0};
+}
+
+const char* finish_reason_json(serving::FinishReason r) {
+  switch (r) {
+    case serving::FinishReason::kLength:
+      return "length";
+    default:  // end of text, a stop string; at shutdown the text so far is whole
+      return "stop";
+  }
+}
+
+json completion_response(const ResponseHead& h, const std::vector<serving::Event>& events) {
+  const serving::Event& last = events.back();
+  std::string text;
+  std::vector<const serving::Event*> ptrs;
+  for (const serving::Event& e : events) {
+    text += e.text;
+    ptrs.push_back(&e);
+  }
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish)}};
+  choice["logprobs"] = h.logprobs ? logprobs_json(ptrs, h.chat) : json(nullptr);
+  if (h.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  return {{"id", h.id},
+          {"object", h.chat ? "chat.completion" : "text_completion"},
+          {"created", h.created},
+          {"model", h.model},
+          {"choices", json::array({choice})},
+          {"usage", usage_json(last)},
+          {"timings", timings_json(last)}};
+}
+
+json role_chunk(const ResponseHead& h) {
+  return chunk(h, json::array({{{"index", 0},
+                                {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                {"logprobs", nullptr},
+                                {"finish_reason", nullptr}}}));
+}
+
+json text_chunk(const ResponseHead& h, const serving::Event& e) {
+  json c = {{"index", 0}, {"finish_reason", nullptr}};
+  c["logprobs"] = h.logprobs ? logprobs_json({&e}, h.chat) : json(nullptr);
+  if (h.chat) {
+    c["delta"] = {{"content", e.text}};
+  } else {
+    c["text"] = e.text;
+  }
+  return chunk(h, json::array({c}));
+}
+
+json final_chunk(const ResponseHead& h, const serving::Event& last) {
+  json c = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish)}, {"logprobs", nullptr}};
+  if (h.chat) {
+    c["delta"] = json::object();
+  } else {
+    c["text"] = "";
+  }
+  json out = chunk(h, json::array({c}));
+  out["timings"] = timings_json(last);
+  return out;
+}
+
+json usage_chunk(const ResponseHead& h, const serving::Event& last) {
+  json u = chunk(h, json::array());
+  u["usage"] = usage_json(last);
+  return u;
+}
+
+json usage_json(const serving::Event& e) {
   return {{"prompt_tokens", e.n_prompt},
           {"completion_tokens", e.n_gen},
           {"total_tokens", e.n_prompt + e.n_gen},
           {"prompt_tokens_details", {{"cached_tokens", e.n_cached}}}};
 }
 
-nlohmann::json timings_json(const Event& e) {
+json timings_json(const serving::Event& e) {
   const int64_t prompt_n = e.n_prompt - e.n_cached;
   return {{"cache_n", e.n_cached},
           {"prompt_n", prompt_n},
@@ -122,32 +320,51 @@ nlohmann::json timings_json(const Event& e) {
           {"predicted_per_second", e.gen_ms > 0 ? 1000.0 * double(e.n_gen) / e.gen_ms : 0.0}};
 }
 
-nlohmann::json logprobs_json(const std::vector<const Event*>& events, bool chat) {
-  if (chat) {
-    json content = json::array();
-    for (const Event* e : events) {
-      for (const auto& [chosen, top] : e->probs) {
-        json alts = json::array();
-        for (const TokenProb& t : top) alts.push_back({{"token", t.text}, {"logprob", t.logprob}});
-        content.push_back({{"id", chosen.id},
-                           {"token", chosen.text},
-                           {"logprob", chosen.logprob},
-                           {"top_logprobs", alts}});
-      }
+EmbeddingRequest parse_embeddings(const json& body, const Tokenizer& tokenizer) {
+  EmbeddingRequest r;
+  const auto in = body.find("input");
+  if (in == body.end()) bad_request("'input' is required");
+  auto one = [&](const json& v) {
+    if (v.is_string()) {
+      if (v.get<std::string>().empty()) bad_request("'input' strings must not be empty");
+      r.inputs.push_back(tokenizer.tokenize(v.get<std::string>(), true, false));
+      return;
     }
-    return {{"content", content}};
+    if (!v.is_array() || v.empty()) bad_request("'input' must be a string, token ids, or an array of them");
+    r.inputs.push_back(token_ids(v, "input", tokenizer.n_vocab()));
+  };
+  if (in->is_array() && !in->empty() && ((*in)[0].is_string() || (*in)[0].is_array())) {
+    if (in->size() > 256) bad_request("'input' holds {} items, at most 256", in->size());
+    for (const json& v : *in) one(v);
+  } else {
+    one(*in);
   }
-  json tokens = json::array(), lps = json::array(), tops = json::array();
-  for (const Event* e : events) {
-    for (const auto& [chosen, top] : e->probs) {
-      tokens.push_back(chosen.text);
-      lps.push_back(chosen.logprob);
-      json m = json::object();
-      for (const TokenProb& t : top) m[t.text] = t.logprob;
-      tops.push_back(m);
+  const auto f = body.find("encoding_format");
+  const std::string format = f == body.end() || f->is_null() ? "float" : f->is_string() ? f->get<std::string>() : "";
+  if (format != "float" && format != "base64") bad_request("'encoding_format' must be float or base64");
+  r.base64 = format == "base64";
+  return r;
+}
+
+json embeddings_response(const EmbeddingRequest& r, const std::vector<std::vector<float>>& vectors,
+                         const std::string& model) {
+  json data = json::array();
+  int64_t tokens = 0;
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    tokens += static_cast<int64_t>(r.inputs[i].size());
+    json item = {{"object", "embedding"}, {"index", i}};
+    const std::vector<float>& v = vectors[i];
+    if (r.base64) {
+      item["embedding"] = base64(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float));
+    } else {
+      item["embedding"] = v;
     }
+    data.push_back(std::move(item));
   }
-  return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}};
+  return {{"object", "list"},
+          {"data", data},
+          {"model", model},
+          {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
 }
 
 }  // namespace tessera::server

@@ -1,29 +1,79 @@
-// OpenAI request fields to generation parameters, each checked against its
-// declared type and range (a 400 naming the field otherwise), and the
-// response objects, with llama.cpp's extras (timings).
+// The OpenAI wire format: each request body parsed into a typed struct
+// (every field checked against its declared type and range, a 400 naming
+// the field otherwise), and every response object and stream chunk built
+// here, with llama.cpp's extras (timings).
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "server/generator.h"
+#include "tessera/chat.h"
+#include "tessera/serving.h"
 
 namespace tessera::server {
+
+// The body as a JSON object (a 400 otherwise).
+nlohmann::json parse_body(const std::string& body);
+
+// /v1/completions and /v1/chat/completions.
+struct CompletionRequest {
+  bool chat = false;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  std::vector<TokenId> prompt;
+  serving::GenerationParams params;
+};
+CompletionRequest parse_completion(const nlohmann::json& body, bool chat, const Tokenizer& tokenizer,
+                                   const serving::ChatRenderer& renderer);
 
 // Sampling, length and stop fields shared by completions and chat:
 // max_tokens (or max_completion_tokens, n_predict), temperature, top_p,
 // top_k, min_p, seed, stop, presence_penalty, frequency_penalty,
 // repeat_penalty, repeat_last_n, ignore_eos, cache_prompt, n (only 1),
 // logprobs / top_logprobs.
-GenerationParams parse_generation(const nlohmann::json& body, bool chat);
+serving::GenerationParams parse_generation(const nlohmann::json& body, bool chat);
+
+// What every response and chunk of one request carries.
+struct ResponseHead {
+  std::string id;  // chatcmpl-... / cmpl-...
+  int64_t created = 0;
+  std::string model;
+  bool chat = false;
+  bool logprobs = false;
+};
+ResponseHead response_head(const CompletionRequest& r, const std::string& model);
+
+// "stop" or "length" as OpenAI spells them.
+const char* finish_reason_json(serving::FinishReason r);
+
+// The whole response of a non-streamed request from its events in order.
+nlohmann::json completion_response(const ResponseHead& h, const std::vector<serving::Event>& events);
+// Stream chunks: the chat's opening role delta; one event's text (and
+// log-probabilities); the last event's finish reason and timings; the usage
+// chunk of stream_options.include_usage.
+nlohmann::json role_chunk(const ResponseHead& h);
+nlohmann::json text_chunk(const ResponseHead& h, const serving::Event& e);
+nlohmann::json final_chunk(const ResponseHead& h, const serving::Event& last);
+nlohmann::json usage_chunk(const ResponseHead& h, const serving::Event& last);
 
 // The usage object and llama.cpp's timings of a finished request.
-nlohmann::json usage_json(const Event& last);
-nlohmann::json timings_json(const Event& last);
+nlohmann::json usage_json(const serving::Event& last);
+nlohmann::json timings_json(const serving::Event& last);
 
-// Log-probabilities of the tokens in `events` in the completions format
-// ({tokens, token_logprobs, top_logprobs}) or the chat one ({content: [...]}).
-nlohmann::json logprobs_json(const std::vector<const Event*>& events, bool chat);
+// /v1/embeddings: a string, token ids, or an array of either (at most 256).
+struct EmbeddingRequest {
+  std::vector<std::vector<TokenId>> inputs;
+  bool base64 = false;
+};
+EmbeddingRequest parse_embeddings(const nlohmann::json& body, const Tokenizer& tokenizer);
+nlohmann::json embeddings_response(const EmbeddingRequest& r,
+                                   const std::vector<std::vector<float>>& vectors,
+                                   const std::string& model);
+
+// `v` as token ids of this vocabulary; errors name `field`.
+std::vector<TokenId> token_ids(const nlohmann::json& v, const char* field, size_t n_vocab);
 
 }  // namespace tessera::server

@@ -6,22 +6,22 @@
 #include <chrono>
 #include <ctime>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include <fmt/format.h>
 
 #include "server/http_error.h"
+#include "server/metrics.h"
 #include "server/oai.h"
 #include "server/page.h"
+#include "server/sse.h"
 #include "tessera/error.h"
-#include "tessera/gguf.h"
 
 namespace tessera::server {
 namespace {
 
 using nlohmann::json;
-using std::chrono::milliseconds;
+using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -30,48 +30,17 @@ void send_json(httplib::Response& res, const json& j, int status = 200) {
   res.set_content(dump(j), "application/json");
 }
 
-json error_json(int status, const std::string& message, const std::string& type) {
-  return {{"error", {{"code", status}, {"message", message}, {"type", type}}}};
-}
+void send_error(httplib::Response& res, const HttpError& e) { send_json(res, e.to_json(), e.status()); }
 
-void send_error(httplib::Response& res, const HttpError& e) {
-  send_json(res, error_json(e.status(), e.what(), e.type()), e.status());
-}
-
-json parse_body(const httplib::Request& req) {
-  json body;
-  try {
-    body = json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    throw HttpError(400, fmt::format("the body is not valid JSON: {}", e.what()));
-  }
-  if (!body.is_object()) throw HttpError(400, "the body must be a JSON object");
-  return body;
-}
-
-std::string random_id(const char* prefix) {
-  static std::mutex m;
-  static std::mt19937_64 rng(std::random_device{}());
-  std::lock_guard lock(m);
-  return fmt::format("{}{:016x}", prefix, rng());
-}
-
-int64_t now_seconds() { return static_cast<int64_t>(std::time(nullptr)); }
-
-std::string base64(const uint8_t* p, size_t n) {
-  static constexpr char kDigits[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((n + 2) / 3 * 4);
-  for (size_t i = 0; i < n; i += 3) {
-    const uint32_t v = uint32_t{p[i]} << 16 | (i + 1 < n ? uint32_t{p[i + 1]} << 8 : 0) |
-                       (i + 2 < n ? uint32_t{p[i + 2]} : 0);
-    out += kDigits[v >> 18 & 63];
-    out += kDigits[v >> 12 & 63];
-    out += i + 1 < n ? kDigits[v >> 6 & 63] : '=';
-    out += i + 2 < n ? kDigits[v & 63] : '=';
-  }
-  return out;
+// A handler whose every exception becomes an error object.
+Handler guarded(Handler fn) {
+  return [fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
+    try {
+      fn(req, res);
+    } catch (...) {
+      send_error(res, to_http_error(std::current_exception()));
+    }
+  };
 }
 
 }  // namespace
@@ -88,228 +57,88 @@ struct Server::Impl {
   std::atomic<bool> ready{false};
   std::mutex state_mutex;
   std::string load_error;
-  const Model* model = nullptr;
   const Tokenizer* tokenizer = nullptr;
-  Generator* generator = nullptr;
-  Embedder* embedder = nullptr;
-  ChatRenderer chat;
+  serving::Generator* generator = nullptr;
+  serving::Embedder* embedder = nullptr;
+  const serving::ChatRenderer* chat = nullptr;
+  serving::ModelInfo info;
 
   void require_ready() const {
     if (!ready.load()) throw HttpError(503, "the model is loading");
   }
 
-  // `v` as token ids of this vocabulary; errors name `field`.
-  std::vector<TokenId> token_ids(const json& v, const char* field) const {
-    if (!v.is_array()) bad_request("'{}' must be an array of token ids", field);
-    std::vector<TokenId> ids;
-    ids.reserve(v.size());
-    for (const json& t : v) {
-      if (!t.is_number_integer()) bad_request("'{}' must be an array of token ids", field);
-      const auto id = t.get<int64_t>();
-      if (id < 0 || id >= static_cast<int64_t>(tokenizer->n_vocab())) {
-        bad_request("'{}' token {} is outside the vocabulary [0, {})", field, id, tokenizer->n_vocab());
-      }
-      ids.push_back(static_cast<TokenId>(id));
-    }
-    return ids;
-  }
-
-  // The prompt of a completions request: a string, one string in an array,
-  // or an array of token ids.
-  std::vector<TokenId> completion_prompt(const json& body) const {
-    const auto it = body.find("prompt");
-    if (it == body.end()) bad_request("'prompt' is required");
-    const json* p = &*it;
-    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
-    if (p->is_string()) return tokenizer->tokenize(p->get<std::string>(), true, true);
-    if (p->is_array() && !p->empty()) return token_ids(*p, "prompt");
-    bad_request("'prompt' must be a non-empty string or array of token ids");
-  }
-
-  std::vector<TokenId> chat_prompt(const json& body) const {
-    const auto it = body.find("messages");
-    if (it == body.end() || !it->is_array() || it->empty()) {
-      bad_request("'messages' must be a non-empty array");
-    }
-    for (const json& m : *it) {
-      if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
-        bad_request("each message must be an object with a string 'role'");
-      }
-      const auto c = m.find("content");
-      if (c != m.end() && !c->is_string() && !c->is_null() && !c->is_array()) {
-        bad_request("a message's 'content' must be a string, an array of parts or null");
-      }
-    }
-    std::string text;
-    try {
-      text = chat(*it, true);
-    } catch (const HttpError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw HttpError(400, fmt::format("the chat template failed on these messages: {}", e.what()));
-    }
-    // Special tokens in the render are parsed as such; BOS is the tokenizer's
-    // to add (the renderer strips a leading one), as llama.cpp does.
-    return tokenizer->tokenize(text, true, true);
-  }
-
-  std::shared_ptr<Request> submit(std::vector<TokenId> prompt, GenerationParams params) {
-    auto r = std::make_shared<Request>(std::move(prompt), std::move(params));
-    try {
-      generator->submit(r);
-    } catch (const Error& e) {
-      throw HttpError(e.category() == ErrorCategory::kInvalidArgument ? 400 : 503, e.what());
-    }
-    return r;
-  }
-
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat_api) {
+  void complete(const httplib::Request& req, httplib::Response& res, bool chat_api) {
     require_ready();
-    const json body = parse_body(req);
-    GenerationParams params = parse_generation(body, chat_api);
-    bool stream = false;
-    if (const auto it = body.find("stream"); it != body.end() && !it->is_null()) {
-      if (!it->is_boolean()) bad_request("'stream' must be true or false");
-      stream = it->get<bool>();
-    }
-    bool include_usage = false;
-    if (const auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
-      include_usage = it->value("include_usage", false);
-    }
-    std::vector<TokenId> prompt = chat_api ? chat_prompt(body) : completion_prompt(body);
-    std::shared_ptr<Request> r = submit(std::move(prompt), std::move(params));
-    const std::string id = random_id(chat_api ? "chatcmpl-" : "cmpl-");
-    const int64_t created = now_seconds();
-    const std::string object = chat_api ? "chat.completion" : "text_completion";
-
-    if (!stream) {
-      std::string text;
-      std::vector<Event> events;
-      while (true) {
-        std::optional<Event> e = r->pop(milliseconds(1000));
-        if (!e) continue;
-        text += e->text;
-        events.push_back(std::move(*e));
-        if (events.back().done) break;
-      }
-      const Event& last = events.back();
-      if (last.finish_reason == "error") throw HttpError(500, last.error);
-      json choice = {{"index", 0}, {"finish_reason", last.finish_reason}};
-      std::vector<const Event*> ptrs;
-      for (const Event& e : events) ptrs.push_back(&e);
-      const bool probs = r->params.top_logprobs >= 0;
-      choice["logprobs"] = probs ? logprobs_json(ptrs, chat_api) : json(nullptr);
-      if (chat_api) {
-        choice["message"] = {{"role", "assistant"}, {"content", text}};
-      } else {
-        choice["text"] = text;
-      }
-      send_json(res, {{"id", id},
-                      {"object", object},
-                      {"created", created},
-                      {"model", options.model_name},
-                      {"choices", json::array({choice})},
-                      {"usage", usage_json(last)},
-                      {"timings", timings_json(last)}});
+    CompletionRequest c = parse_completion(parse_body(req.body), chat_api, *tokenizer, *chat);
+    const ResponseHead head = response_head(c, options.model_name);
+    auto events = std::make_shared<serving::EventQueue>();
+    auto r = std::make_shared<serving::Request>(std::move(c.prompt), std::move(c.params), events->sink());
+    generator->submit(r);
+    if (c.stream) {
+      send_event_stream(res, {.request = r, .events = events, .head = head, .include_usage = c.include_usage});
       return;
     }
+    std::vector<serving::Event> got;
+    while (got.empty() || !got.back().done) {
+      if (std::optional<serving::Event> e = events->pop(std::chrono::milliseconds(1000))) {
+        got.push_back(std::move(*e));
+      }
+    }
+    if (got.back().finish == serving::FinishReason::kError) throw HttpError(500, got.back().error);
+    send_json(res, completion_response(head, got));
+  }
 
-    res.set_header("Cache-Control", "no-cache");
-    auto chunk = [=, this](const json& choices) {
-      return json{{"id", id},
-                  {"object", chat_api ? "chat.completion.chunk" : "text_completion"},
-                  {"created", created},
-                  {"model", options.model_name},
-                  {"choices", choices}};
-    };
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [r, chunk, chat_api, include_usage](size_t, httplib::DataSink& sink) {
-          auto send = [&](const std::string& data) {
-            const std::string line = "data: " + data + "\n\n";
-            if (!sink.write(line.data(), line.size())) {
-              r->cancelled = true;
-              return false;
-            }
-            return true;
-          };
-          if (chat_api &&
-              !send(dump(chunk(json::array({{{"index", 0},
-                                             {"delta", {{"role", "assistant"}, {"content", ""}}},
-                                             {"logprobs", nullptr},
-                                             {"finish_reason", nullptr}}}))))) {
-            return false;
-          }
-          int idle = 0;
-          while (true) {
-            std::optional<Event> e = r->pop(milliseconds(250));
-            if (!e) {
-              // A comment line now and then: a client that left is noticed.
-              if (++idle % 8 == 0) {
-                static constexpr char kPing[] = ": ping\n\n";
-                if (!sink.write(kPing, sizeof kPing - 1)) {
-                  r->cancelled = true;
-                  return false;
-                }
-              }
-              continue;
-            }
-            idle = 0;
-            const bool probs = r->params.top_logprobs >= 0;
-            if (!e->text.empty() || !e->probs.empty()) {
-              json c = {{"index", 0}, {"finish_reason", nullptr}};
-              c["logprobs"] = probs ? logprobs_json({&*e}, chat_api) : json(nullptr);
-              if (chat_api) {
-                c["delta"] = {{"content", e->text}};
-              } else {
-                c["text"] = e->text;
-              }
-              if (!send(dump(chunk(json::array({c}))))) return false;
-            }
-            if (!e->done) continue;
-            if (e->finish_reason == "error") {
-              send(dump(error_json(500, e->error, "server_error")));
-            } else {
-              json c = {{"index", 0}, {"finish_reason", e->finish_reason}, {"logprobs", nullptr}};
-              if (chat_api) {
-                c["delta"] = json::object();
-              } else {
-                c["text"] = "";
-              }
-              json last = chunk(json::array({c}));
-              last["timings"] = timings_json(*e);
-              if (!send(dump(last))) return false;
-              if (include_usage) {
-                json u = chunk(json::array());
-                u["usage"] = usage_json(*e);
-                if (!send(dump(u))) return false;
-              }
-            }
-            send("[DONE]");
-            sink.done();
-            return true;
-          }
-        },
-        [r](bool) { r->cancelled = true; });  // finished or dropped: the slot is freed
+  void embeddings(const httplib::Request& req, httplib::Response& res) {
+    require_ready();
+    const EmbeddingRequest e = parse_embeddings(parse_body(req.body), *tokenizer);
+    std::vector<std::vector<float>> vectors;
+    for (const std::vector<TokenId>& input : e.inputs) vectors.push_back(embedder->embed(input));
+    send_json(res, embeddings_response(e, vectors, options.model_name));
+  }
+
+  void tokenize(const httplib::Request& req, httplib::Response& res) {
+    require_ready();
+    const json body = parse_body(req.body);
+    const auto c = body.find("content");
+    if (c == body.end() || !c->is_string()) bad_request("'content' must be a string");
+    const bool special = body.value("add_special", false);
+    const bool with_pieces = body.value("with_pieces", false);
+    const std::vector<TokenId> ids = tokenizer->tokenize(c->get<std::string>(), special, true);
+    json tokens = json::array();
+    for (TokenId id : ids) {
+      if (with_pieces) {
+        tokens.push_back({{"id", id}, {"piece", tokenizer->token_to_piece(id)}});
+      } else {
+        tokens.push_back(id);
+      }
+    }
+    send_json(res, {{"tokens", tokens}});
+  }
+
+  void models(httplib::Response& res) {
+    require_ready();
+    send_json(res, {{"object", "list"},
+                    {"data",
+                     json::array({{{"id", options.model_name},
+                                   {"object", "model"},
+                                   {"created", static_cast<int64_t>(std::time(nullptr))},
+                                   {"owned_by", "tessera"},
+                                   {"meta",
+                                    {{"n_vocab", info.n_vocab},
+                                     {"n_ctx_train", info.n_ctx_train},
+                                     {"n_embd", info.n_embd},
+                                     {"n_params", info.n_params},
+                                     {"size", info.size_bytes}}}}})}});
+  }
+
+  void health(httplib::Response& res) {
+    std::lock_guard lock(state_mutex);
+    if (!load_error.empty()) throw HttpError(503, "the model failed to load: " + load_error);
+    require_ready();
+    send_json(res, {{"status", "ok"}});
   }
 
   void routes() {
-    auto guarded = [this](auto fn) {
-      return [this, fn](const httplib::Request& req, httplib::Response& res) {
-        try {
-          fn(req, res);
-        } catch (const HttpError& e) {
-          send_error(res, e);
-        } catch (const Error& e) {
-          send_error(res, HttpError(e.category() == ErrorCategory::kInvalidArgument ? 400 : 500,
-                                    e.what()));
-        } catch (const json::exception& e) {
-          send_error(res, HttpError(400, fmt::format("bad request: {}", e.what())));
-        } catch (const std::exception& e) {
-          send_error(res, HttpError(500, e.what()));
-        }
-      };
-    };
     // The chat page; like /health it needs no API key (the page asks for one).
     http.Get("/", [](const httplib::Request&, httplib::Response& res) {
       res.set_header("Content-Security-Policy",
@@ -318,155 +147,36 @@ struct Server::Impl {
       res.set_header("X-Content-Type-Options", "nosniff");
       res.set_content(chat_page().data(), chat_page().size(), "text/html; charset=utf-8");
     });
-    http.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) {
-      std::lock_guard lock(state_mutex);
-      if (!load_error.empty()) {
-        throw HttpError(503, "the model failed to load: " + load_error);
-      }
-      require_ready();
-      send_json(res, {{"status", "ok"}});
-    }));
-    auto models = guarded([this](const httplib::Request&, httplib::Response& res) {
-      require_ready();
-      const Hparams& hp = model->hparams();
-      uint64_t params = 0;
-      for (const gguf::TensorInfo& t : model->file().tensors()) {
-        params += static_cast<uint64_t>(t.n_elements());
-      }
-      send_json(res, {{"object", "list"},
-                      {"data",
-                       json::array({{{"id", options.model_name},
-                                     {"object", "model"},
-                                     {"created", now_seconds()},
-                                     {"owned_by", "tessera"},
-                                     {"meta",
-                                      {{"n_vocab", hp.n_vocab},
-                                       {"n_ctx_train", hp.n_ctx_train},
-                                       {"n_embd", hp.n_embd},
-                                       {"n_params", params},
-                                       {"size", model->weight_bytes()}}}}})}});
-    });
-    http.Get("/v1/models", models);
-    http.Get("/models", models);
-    auto completions = guarded([this](const httplib::Request& q, httplib::Response& s) {
-      generate(q, s, false);
-    });
-    auto chat_completions = guarded([this](const httplib::Request& q, httplib::Response& s) {
-      generate(q, s, true);
-    });
-    http.Post("/v1/completions", completions);
-    http.Post("/completions", completions);
-    http.Post("/v1/chat/completions", chat_completions);
-    http.Post("/chat/completions", chat_completions);
-    auto embeddings = guarded([this](const httplib::Request& req, httplib::Response& res) {
-      require_ready();
-      const json body = parse_body(req);
-      const auto in = body.find("input");
-      if (in == body.end()) bad_request("'input' is required");
-      // A string, token ids, or an array of either.
-      std::vector<std::vector<TokenId>> inputs;
-      auto one = [&](const json& v) {
-        if (v.is_string()) {
-          if (v.get<std::string>().empty()) bad_request("'input' strings must not be empty");
-          inputs.push_back(tokenizer->tokenize(v.get<std::string>(), true, false));
-          return;
-        }
-        if (!v.is_array() || v.empty()) bad_request("'input' must be a string, token ids, or an array of them");
-        inputs.push_back(token_ids(v, "input"));
-      };
-      if (in->is_array() && !in->empty() && ((*in)[0].is_string() || (*in)[0].is_array())) {
-        if (in->size() > 256) bad_request("'input' holds {} items, at most 256", in->size());
-        for (const json& v : *in) one(v);
-      } else {
-        one(*in);
-      }
-      const std::string format = body.value("encoding_format", "float");
-      if (format != "float" && format != "base64") {
-        bad_request("'encoding_format' must be float or base64, found '{}'", format);
-      }
-      json data = json::array();
-      int64_t tokens = 0;
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        std::vector<float> v;
-        try {
-          v = embedder->embed(inputs[i]);
-        } catch (const Error& e) {
-          if (e.category() == ErrorCategory::kInvalidArgument) throw HttpError(400, e.what());
-          throw;
-        }
-        tokens += static_cast<int64_t>(inputs[i].size());
-        json item = {{"object", "embedding"}, {"index", i}};
-        if (format == "float") {
-          item["embedding"] = v;
-        } else {
-          item["embedding"] = base64(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float));
-        }
-        data.push_back(std::move(item));
-      }
-      send_json(res, {{"object", "list"},
-                      {"data", data},
-                      {"model", options.model_name},
-                      {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});
-    });
-    http.Post("/v1/embeddings", embeddings);
-    http.Post("/embeddings", embeddings);
-    http.Post("/tokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-      require_ready();
-      const json body = parse_body(req);
-      const auto c = body.find("content");
-      if (c == body.end() || !c->is_string()) bad_request("'content' must be a string");
-      const bool special = body.value("add_special", false);
-      const bool with_pieces = body.value("with_pieces", false);
-      const std::vector<TokenId> ids = tokenizer->tokenize(c->get<std::string>(), special, true);
-      json tokens = json::array();
-      for (TokenId id : ids) {
-        if (with_pieces) {
-          tokens.push_back({{"id", id}, {"piece", tokenizer->token_to_piece(id)}});
-        } else {
-          tokens.push_back(id);
-        }
-      }
-      send_json(res, {{"tokens", tokens}});
-    }));
+    http.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) { health(res); }));
+    const Handler list = guarded([this](const httplib::Request&, httplib::Response& res) { models(res); });
+    const Handler text = guarded([this](const auto& q, auto& s) { complete(q, s, false); });
+    const Handler chat_text = guarded([this](const auto& q, auto& s) { complete(q, s, true); });
+    const Handler embed = guarded([this](const auto& q, auto& s) { embeddings(q, s); });
+    for (const char* prefix : {"/v1", ""}) {
+      const std::string p = prefix;
+      http.Get(p + "/models", list);
+      http.Post(p + "/completions", text);
+      http.Post(p + "/chat/completions", chat_text);
+      http.Post(p + "/embeddings", embed);
+    }
+    http.Post("/tokenize", guarded([this](const auto& q, auto& s) { tokenize(q, s); }));
     http.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
       require_ready();
-      const json body = parse_body(req);
+      const json body = parse_body(req.body);
       const auto t = body.find("tokens");
       if (t == body.end()) bad_request("'tokens' must be an array of token ids");
-      send_json(res, {{"content", tokenizer->detokenize(token_ids(*t, "tokens"))}});
+      send_json(res, {{"content", tokenizer->detokenize(token_ids(*t, "tokens", tokenizer->n_vocab()))}});
     }));
     http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
       require_ready();
-      const GeneratorMetrics m = generator->metrics();
-      std::string out;
-      auto metric = [&](const char* name, const char* type, const char* help, double v) {
-        out += fmt::format("# HELP tessera_{0} {1}\n# TYPE tessera_{0} {2}\ntessera_{0} {3}\n",
-                           name, help, type, v);
-      };
-      metric("requests_total", "counter", "Generation requests accepted.", double(m.requests));
-      metric("requests_cancelled_total", "counter", "Requests whose client left before the end.",
-             double(m.cancelled));
-      metric("prompt_tokens_total", "counter", "Prompt tokens decoded (cache hits excluded).",
-             double(m.prompt_tokens));
-      metric("prompt_tokens_cached_total", "counter", "Prompt tokens reused from the cache.",
-             double(m.cached_tokens));
-      metric("generated_tokens_total", "counter", "Tokens generated.", double(m.generated_tokens));
-      metric("prompt_seconds_total", "counter", "Time requests spent on their prompts.",
-             m.prompt_seconds);
-      metric("generation_seconds_total", "counter", "Time requests spent generating.",
-             m.generation_seconds);
-      metric("generated_tokens_per_second", "gauge", "Generated tokens per second of generation.",
-             m.generation_seconds > 0 ? double(m.generated_tokens) / m.generation_seconds : 0.0);
-      metric("slots_busy", "gauge", "Slots holding a request.", m.slots_busy);
-      metric("slots", "gauge", "Slots (-np).", m.slots);
-      metric("requests_queued", "gauge", "Requests waiting for a slot.", m.queued);
-      metric("kv_cells_used", "gauge", "KV cache cells in use.", double(m.kv_cells_used));
-      metric("kv_cells", "gauge", "KV cache cells.", double(m.kv_cells));
-      metric("decode_steps_total", "counter", "Batches decoded.", double(m.steps));
-      metric("plans_built_total", "counter", "Graphs built and planned (one per batch shape).",
-             double(m.plans_built));
-      res.set_content(out, "text/plain; version=0.0.4");
+      res.set_content(prometheus_text(generator->metrics()), "text/plain; version=0.0.4");
     }));
+  }
+
+  bool authorized(const httplib::Request& req) const {
+    if (options.api_key.empty() || req.path == "/health" || req.path == "/") return true;
+    return req.get_header_value("Authorization") == "Bearer " + options.api_key ||
+           req.get_header_value("X-Api-Key") == options.api_key;
   }
 
   void hooks() {
@@ -478,16 +188,9 @@ struct Server::Impl {
       return new httplib::ThreadPool(static_cast<size_t>(n));
     };
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (options.api_key.empty() || req.path == "/health" || req.path == "/") {
-        return httplib::Server::HandlerResponse::Unhandled;
-      }
-      const std::string want = "Bearer " + options.api_key;
-      if (req.get_header_value("Authorization") != want &&
-          req.get_header_value("X-Api-Key") != options.api_key) {
-        send_error(res, HttpError(401, "invalid or missing API key (Authorization: Bearer KEY)"));
-        return httplib::Server::HandlerResponse::Handled;
-      }
-      return httplib::Server::HandlerResponse::Unhandled;
+      if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
+      send_error(res, HttpError(401, "invalid or missing API key (Authorization: Bearer KEY)"));
+      return httplib::Server::HandlerResponse::Handled;
     });
     // Errors httplib answers itself (unknown path, body too large, ...) get
     // the error object too.
@@ -497,19 +200,10 @@ struct Server::Impl {
           res.status == 404   ? fmt::format("no endpoint {} {}", req.method, req.path)
           : res.status == 413 ? "the body is larger than the server accepts"
                               : fmt::format("HTTP {}", res.status);
-      const HttpError e(res.status, message);
-      res.set_content(dump(error_json(e.status(), e.what(), e.type())), "application/json");
+      res.set_content(dump(HttpError(res.status, message).to_json()), "application/json");
     });
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res,
-                                  std::exception_ptr ep) {
-      std::string what = "internal error";
-      try {
-        std::rethrow_exception(ep);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {
-      }
-      send_json(res, error_json(500, what, "server_error"), 500);
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      send_error(res, to_http_error(ep));
     });
   }
 };
@@ -563,14 +257,14 @@ void Server::stop() {
   s.http.stop();
 }
 
-void Server::attach(const Model& model, const Tokenizer& tokenizer, Generator& generator,
-                    Embedder& embedder, ChatRenderer chat) {
+void Server::attach(const Tokenizer& tokenizer, serving::Generator& generator,
+                    serving::Embedder& embedder, const serving::ChatRenderer& chat) {
   std::lock_guard lock(impl_->state_mutex);
+  impl_->info = serving::model_info(generator.model());
   impl_->embedder = &embedder;
-  impl_->model = &model;
   impl_->tokenizer = &tokenizer;
   impl_->generator = &generator;
-  impl_->chat = std::move(chat);
+  impl_->chat = &chat;
   impl_->ready = true;
 }
 

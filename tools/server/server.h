@@ -1,19 +1,17 @@
-// The HTTP side of `tessera serve`: OpenAI-compatible endpoints over a
-// Generator, on cpp-httplib. The server listens before the model is loaded
-// (GET /health answers 503 until attach()), checks the API key, bounds
-// bodies, and answers every client mistake with an OpenAI error object.
+// The HTTP side of `tessera serve`: OpenAI-compatible endpoints over the
+// serving core's Generator and Embedder, on cpp-httplib. The server listens
+// before the model is loaded (GET /health answers 503 until attach()),
+// checks the API key, bounds bodies, and answers every client mistake with
+// an OpenAI error object.
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "server/embedder.h"
-#include "server/generator.h"
-#include "tessera/model.h"
+#include "tessera/chat.h"
+#include "tessera/embedder.h"
+#include "tessera/serving.h"
 #include "tessera/tokenizer.h"
 
 namespace tessera::server {
@@ -26,10 +24,6 @@ struct ServerOptions {
   size_t max_body_bytes = size_t{8} << 20;
   int http_threads = 16;  // connections served at once (streams hold one each)
 };
-
-// Renders chat messages (an array of {role, content}) to the prompt text.
-using ChatRenderer = std::function<std::string(const nlohmann::json& messages,
-                                               bool add_generation_prompt)>;
 
 class Server {
  public:
@@ -44,8 +38,9 @@ class Server {
   void listen();
   void stop();
   // The model is loaded: the endpoints answer from now on.
-  void attach(const Model& model, const Tokenizer& tokenizer, Generator& generator,
-              Embedder& embedder, ChatRenderer chat);
+  // The generator must run on its own thread (start()).
+  void attach(const Tokenizer& tokenizer, serving::Generator& generator,
+              serving::Embedder& embedder, const serving::ChatRenderer& chat);
   // Loading failed: /health reports it.
   void set_load_error(const std::string& message);
 

@@ -1,13 +1,12 @@
 // `tessera chat -m MODEL`: an interactive chat in the terminal over the
-// server's code (chat templates, sampling, one sequence of the engine). Each
-// turn renders the whole conversation and decodes only what the cache does
-// not hold yet. /reset starts over, /exit (or end of input) quits, Ctrl-C
-// stops a reply (at the prompt it quits).
+// serving core (its chat renderer and its decode loop, one slot). Each turn
+// renders the whole conversation; the slot's cache keeps the prefix the
+// render shares, so only the new part is decoded. /reset starts over, /exit
+// (or end of input) quits, Ctrl-C stops a reply (at the prompt it quits).
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -19,11 +18,9 @@
 
 #include "commands.h"
 #include "common.h"
-#include "server/chat.h"
-#include "server/http_error.h"
-#include "tessera/engine.h"
+#include "tessera/chat.h"
 #include "tessera/error.h"
-#include "tessera/sampler.h"
+#include "tessera/serving.h"
 
 namespace tessera::cli {
 namespace {
@@ -34,11 +31,12 @@ void on_sigint(int) { g_stop_reply.store(true); }
 struct ChatFlags {
   ModelFlags model;
   int64_t n_ctx = 0;
+  int64_t n_batch = 512;
   int n_predict = -1;
   std::string system;
   std::string chat_template;
-  SamplerParams sampling;
-  int64_t seed = -1;
+  CacheTypeFlags cache_types;
+  SamplingFlags sampling;
 };
 
 class Chat {
@@ -46,16 +44,20 @@ class Chat {
   Chat(const ChatFlags& f, const LoadedModel& lm)
       : f_(f),
         lm_(lm),
-        ctx_(*lm.model, {.n_ctx = f.n_ctx}),
-        render_(server::make_chat_renderer(lm.model->file(), lm.tokenizer, f.chat_template)) {
+        generator_(*lm.model, lm.tokenizer,
+                   {.n_slots = 1,
+                    .n_ctx = f.n_ctx,
+                    .n_batch = f.n_batch,
+                    .type_k = cache_type("--cache-type-k", f.cache_types.k),
+                    .type_v = cache_type("--cache-type-v", f.cache_types.v)}),
+        render_(lm.model->file(), lm.tokenizer, f.chat_template) {
     reset();
   }
 
   void reset() {
     messages_ = nlohmann::json::array();
     if (!f_.system.empty()) messages_.push_back({{"role", "system"}, {"content", f_.system}});
-    ctx_.cache().clear();
-    cached_.clear();
+    fresh_ = true;
   }
 
   // One user turn: the reply streamed to stdout.
@@ -63,76 +65,88 @@ class Chat {
     messages_.push_back({{"role", "user"}, {"content", user}});
     std::vector<TokenId> prompt;
     try {
-      prompt = lm_.tokenizer.tokenize(render_(messages_, true), true, true);
-    } catch (const server::HttpError& e) {
+      prompt = lm_.tokenizer.tokenize(render_.render(messages_, true), true, true);
+    } catch (const serving::ChatError& e) {
       messages_.erase(messages_.end() - 1);
       fmt::print(stderr, "the chat template refused this conversation: {}\n", e.what());
       return;
     }
-    if (static_cast<int64_t>(prompt.size()) + 1 >= ctx_.n_ctx()) {
+    const int64_t room = generator_.slot_ctx() - static_cast<int64_t>(prompt.size());
+    if (room < 2) {
       messages_.erase(messages_.end() - 1);
       fmt::print(stderr, "the conversation ({} tokens) no longer fits the context of {}; /reset "
-                 "starts over\n", prompt.size(), ctx_.n_ctx());
+                 "starts over\n", prompt.size(), generator_.slot_ctx());
       return;
     }
-    // Keep the cached prefix the new render shares; decode the rest.
-    size_t keep = 0;
-    while (keep < cached_.size() && keep + 1 < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
-    ctx_.cache().seq_rm(0, static_cast<int32_t>(keep), -1);
-    cached_.resize(keep);
-    SamplerParams sp = f_.sampling;
-    if (f_.seed >= 0) sp.seed = static_cast<uint32_t>(f_.seed + turns_);
-    Sampler sampler(sp, ctx_.n_ctx());
-    for (TokenId t : prompt) sampler.accept(t);
-
-    const auto t0 = std::chrono::steady_clock::now();
-    std::span<const float> logits = decode(std::span(prompt).subspan(keep));
-    const double prompt_ms = ms_since(t0);
+    serving::GenerationParams params = generation_params(f_.sampling, turns_, f_.n_predict, room);
+    params.cache_prompt = !fresh_;  // after /reset nothing cached is kept
     std::string reply;
-    int64_t n = 0;
+    serving::Event last;
+    generator_.submit(std::make_shared<serving::Request>(
+        std::move(prompt), std::move(params), [&](serving::Event&& e) {
+          reply += e.text;
+          fmt::print("{}", e.text);
+          std::fflush(stdout);
+          if (e.done) last = std::move(e);
+        }));
     g_stop_reply = false;
-    const auto t1 = std::chrono::steady_clock::now();
-    while (!g_stop_reply && (f_.n_predict < 0 || n < f_.n_predict) &&
-           static_cast<int64_t>(cached_.size()) + 1 < ctx_.n_ctx()) {
-      const TokenId next = sampler.sample(logits);
-      if (lm_.tokenizer.is_eog(next)) break;
-      sampler.accept(next);
-      const std::string piece = lm_.tokenizer.token_to_piece(next, false);
-      reply += piece;
-      fmt::print("{}", piece);
-      std::fflush(stdout);
-      ++n;
-      logits = decode(std::span(&next, 1));
-    }
-    const double gen_ms = ms_since(t1);
+    generator_.run(&g_stop_reply);
     fmt::print("\n");
     std::fflush(stdout);
+    if (last.finish == serving::FinishReason::kError) {
+      fmt::print(stderr, "the reply failed: {}\n", last.error);
+    }
     fmt::print(stderr, "[{} prompt tokens ({} cached) in {:.0f} ms, {} tokens at {:.1f} tok/s{}]\n",
-               prompt.size(), keep, prompt_ms, n, gen_ms > 0 ? 1000.0 * double(n) / gen_ms : 0.0,
-               g_stop_reply ? ", stopped" : "");
+               last.n_prompt, last.n_cached, last.prompt_ms, last.n_gen,
+               last.gen_ms > 0 ? 1000.0 * double(last.n_gen) / last.gen_ms : 0.0,
+               last.finish == serving::FinishReason::kCancelled ? ", stopped" : "");
     messages_.push_back({{"role", "assistant"}, {"content", reply}});
+    fresh_ = false;
     ++turns_;
   }
 
  private:
-  std::span<const float> decode(std::span<const TokenId> tokens) {
-    batch_.clear();
-    const auto p0 = static_cast<int32_t>(cached_.size());
-    batch_.add_sequence(tokens, p0, 0);
-    ctx_.decode(batch_);
-    cached_.insert(cached_.end(), tokens.begin(), tokens.end());
-    return ctx_.logits(tokens.size() - 1);
-  }
-
   const ChatFlags& f_;
   const LoadedModel& lm_;
-  Context ctx_;
-  server::ChatRenderer render_;
+  serving::Generator generator_;
+  serving::ChatRenderer render_;
   nlohmann::json messages_;
-  std::vector<TokenId> cached_;
-  Batch batch_;
+  bool fresh_ = true;
   int turns_ = 0;
 };
+
+int chat_loop(const ChatFlags& f) {
+  LoadedModel lm = load_model(f.model, {.n_ctx = f.n_ctx > 0 ? f.n_ctx : 4096,
+                                        .n_batch = f.n_batch,
+                                        .type_k = cache_type("--cache-type-k", f.cache_types.k),
+                                        .type_v = cache_type("--cache-type-v", f.cache_types.v)});
+  check_cache_types(*lm.model, f.cache_types);
+  Chat chat(f, lm);
+  // No SA_RESTART: Ctrl-C at the prompt ends the read, and with it the chat.
+  struct sigaction sa = {};
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, nullptr);
+  const bool tty = isatty(STDIN_FILENO) != 0;
+  if (tty) fmt::print(stderr, "chatting with {}; /reset starts over, /exit quits\n", f.model.model);
+  std::string line;
+  while (true) {
+    if (tty) {
+      fmt::print("> ");
+      std::fflush(stdout);
+    }
+    g_stop_reply = false;
+    if (!std::getline(std::cin, line) || line == "/exit" || line == "/quit") break;
+    if (line.empty()) continue;
+    if (line == "/reset") {
+      chat.reset();
+      fmt::print(stderr, "[conversation cleared]\n");
+      continue;
+    }
+    chat.turn(line);
+  }
+  if (tty) fmt::print("\n");
+  return 0;
+}
 
 }  // namespace
 
@@ -142,49 +156,20 @@ Runner add_chat(CLI::App& app) {
   cmd->footer("Type a message and Enter. /reset starts over, /exit quits; Ctrl-C stops a reply.");
   add_model_flags(*cmd, f->model);
   cmd->add_option("-c,--ctx-size", f->n_ctx, "Context size (0: the model's, at most 4096)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
+  cmd->add_option("-b,--batch-size", f->n_batch, "Prompt tokens per forward pass")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   cmd->add_option("-n,--n-predict", f->n_predict, "Most tokens per reply (-1: until EOS or full)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 30));
   cmd->add_option("--system", f->system, "System message at the start of the conversation");
   cmd->add_option("--chat-template", f->chat_template,
-                  "Built-in template instead of the model's: " + server::builtin_chat_names());
-  SamplerParams& s = f->sampling;
-  cmd->add_option("--temp", s.temp, "Temperature (0: greedy)")->capture_default_str();
-  cmd->add_option("--top-k", s.top_k, "Top-k (0: off)")->capture_default_str();
-  cmd->add_option("--top-p", s.top_p, "Top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--min-p", s.min_p, "Min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  cmd->add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1: off)")
-      ->capture_default_str();
-  cmd->add_option("-s,--seed", f->seed, "Random seed (-1: random); turn i uses seed + i")
-      ->capture_default_str();
-  return [f]() {
-    LoadedModel lm = load_model(f->model, {});
-    Chat chat(*f, lm);
-    // No SA_RESTART: Ctrl-C at the prompt ends the read, and with it the chat.
-    struct sigaction sa = {};
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, nullptr);
-    const bool tty = isatty(STDIN_FILENO) != 0;
-    if (tty) fmt::print(stderr, "chatting with {}; /reset starts over, /exit quits\n", f->model.model);
-    std::string line;
-    while (true) {
-      if (tty) {
-        fmt::print("> ");
-        std::fflush(stdout);
-      }
-      g_stop_reply = false;
-      if (!std::getline(std::cin, line) || line == "/exit" || line == "/quit") break;
-      if (line.empty()) continue;
-      if (line == "/reset") {
-        chat.reset();
-        fmt::print(stderr, "[conversation cleared]\n");
-        continue;
-      }
-      chat.turn(line);
-    }
-    if (tty) fmt::print("\n");
-    return 0;
-  };
+                  "Built-in template instead of the model's: " + serving::ChatRenderer::builtin_names());
+  add_cache_type_flags(*cmd, f->cache_types);
+  add_sampling_flags(*cmd, f->sampling, "turn i uses seed + i");
+  return [f]() { return chat_loop(*f); };
 }
 
 }  // namespace tessera::cli

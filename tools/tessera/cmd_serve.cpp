@@ -15,10 +15,11 @@
 
 #include "commands.h"
 #include "common.h"
-#include "server/chat.h"
-#include "server/generator.h"
 #include "server/server.h"
+#include "tessera/chat.h"
+#include "tessera/embedder.h"
 #include "tessera/error.h"
+#include "tessera/serving.h"
 
 namespace tessera::cli {
 
@@ -55,7 +56,7 @@ Runner add_serve(CLI::App& app) {
                   "Require 'Authorization: Bearer KEY' (all but /health and /)");
   cmd->add_option("--alias", o->http.model_name, "Model name in responses (default: file name)");
   cmd->add_option("--chat-template", o->chat_template,
-                  "Built-in chat template instead of the model's: " + server::builtin_chat_names());
+                  "Built-in chat template instead of the model's: " + serving::ChatRenderer::builtin_names());
   cmd->add_option("--pooling", o->pooling,
                   "Embeddings pooling: mean, last or cls (default: the model's, else mean)")
       ->check(CLI::IsMember({"mean", "last", "cls"}));
@@ -86,22 +87,22 @@ Runner add_serve(CLI::App& app) {
     std::fflush(stderr);
 
     std::optional<LoadedModel> loaded;
-    std::unique_ptr<server::Generator> generator;
-    std::unique_ptr<server::Embedder> embedder;
-    server::ChatRenderer chat;
+    std::unique_ptr<serving::Generator> generator;
+    std::unique_ptr<serving::Embedder> embedder;
+    std::unique_ptr<serving::ChatRenderer> chat;
     try {
       PlacementOptions where;
       if (o->n_ctx > 0) where.n_ctx = o->n_ctx;
       where.n_batch = o->n_batch;
       loaded.emplace(load_model(o->model, where));
       LoadedModel& lm = *loaded;
-      chat = server::make_chat_renderer(lm.model->file(), lm.tokenizer, o->chat_template);
-      generator = std::make_unique<server::Generator>(
+      chat = std::make_unique<serving::ChatRenderer>(lm.model->file(), lm.tokenizer, o->chat_template);
+      generator = std::make_unique<serving::Generator>(
           *lm.model, lm.tokenizer,
-          server::GeneratorOptions{.n_slots = o->slots, .n_ctx = o->n_ctx, .n_batch = o->n_batch});
-      const server::Pooling pooling = o->pooling.empty() ? server::model_pooling(*lm.model)
-                                                         : server::pooling_from_name(o->pooling);
-      embedder = std::make_unique<server::Embedder>(*lm.model, pooling, generator->slot_ctx());
+          serving::GeneratorOptions{.n_slots = o->slots, .n_ctx = o->n_ctx, .n_batch = o->n_batch});
+      const serving::Pooling pooling = o->pooling.empty() ? serving::model_pooling(*lm.model)
+                                                          : serving::pooling_from_name(o->pooling);
+      embedder = std::make_unique<serving::Embedder>(*lm.model, pooling, generator->slot_ctx());
     } catch (const std::exception& e) {
       http.set_load_error(e.what());
       http.stop();
@@ -109,7 +110,8 @@ Runner add_serve(CLI::App& app) {
       throw;
     }
     LoadedModel& lm = *loaded;
-    http.attach(*lm.model, lm.tokenizer, *generator, *embedder, std::move(chat));
+    generator->start();
+    http.attach(lm.tokenizer, *generator, *embedder, *chat);
     fmt::print(stderr, "ready: {} slots of {} cells; Ctrl-C stops\n", generator->n_slots(),
                generator->slot_ctx());
     std::fflush(stderr);

@@ -153,3 +153,39 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
 }
 
 }  // namespace tessera::cli
+
+namespace tessera::cli {
+
+void add_sampling_flags(CLI::App& cmd, SamplingFlags& f, const std::string& seed_help) {
+  SamplerParams& s = f.sampler;
+  cmd.add_option("--temp", s.temp, "Temperature (0: greedy)")->capture_default_str();
+  cmd.add_option("--top-k", s.top_k, "Top-k (0: off)")->capture_default_str();
+  cmd.add_option("--top-p", s.top_p, "Top-p (1: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--min-p", s.min_p, "Min-p (0: off)")->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  cmd.add_option("--repeat-penalty", s.repeat_penalty, "Repetition penalty (1: off)")->capture_default_str();
+  cmd.add_option("--repeat-last-n", s.repeat_last_n, "Tokens the penalties look at (-1: all)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 1 << 30));
+  cmd.add_option("--presence-penalty", s.presence_penalty, "Presence penalty")->capture_default_str();
+  cmd.add_option("--frequency-penalty", s.frequency_penalty, "Frequency penalty")->capture_default_str();
+  cmd.add_option("-s,--seed", f.seed, "Random seed (-1 or absent: random); " + seed_help)
+      ->check(CLI::Range(int64_t{-1}, int64_t{0xFFFFFFFE}));
+  cmd.add_flag("--ignore-eos", f.ignore_eos, "Keep generating past end-of-generation tokens");
+  cmd.add_option("--stop", f.stop,
+                 "Stop when the text contains this string (repeatable); the text ends before it")
+      ->allow_extra_args(false)
+      ->check([](const std::string& v) { return v.empty() ? std::string("--stop: an empty string") : std::string(); });
+}
+
+serving::GenerationParams generation_params(const SamplingFlags& f, int i, int64_t n_predict,
+                                            int64_t room) {
+  serving::GenerationParams p;
+  p.sampling = f.sampler;
+  p.sampling.seed = f.seed < 0 ? 0xFFFFFFFF : static_cast<uint32_t>((f.seed + i) % 0xFFFFFFFF);
+  p.ignore_eos = f.ignore_eos;
+  p.stop = f.stop;
+  p.max_tokens = static_cast<int32_t>(n_predict < 0 ? -1 : std::min(n_predict, std::max<int64_t>(room, 0)));
+  return p;
+}
+
+}  // namespace tessera::cli

@@ -11,6 +11,7 @@
 #include "tessera/model.h"
 #include "tessera/placement.h"
 #include "tessera/runtime.h"
+#include "tessera/serving.h"
 #include "tessera/tokenizer.h"
 
 namespace tessera::cli {
@@ -52,6 +53,24 @@ DType cache_type(const std::string& flag, const std::string& value);
 // Each cache type's block size must divide the model's head size; the error
 // names the flag.
 void check_cache_types(const Model& model, const CacheTypeFlags& flags);
+
+// The sampling and stopping flags `run` and `chat` share, as llama.cpp
+// spells them: --temp, --top-k, --top-p, --min-p, --repeat-penalty,
+// --repeat-last-n, --presence-penalty, --frequency-penalty, -s/--seed,
+// --ignore-eos, --stop (repeatable).
+struct SamplingFlags {
+  SamplerParams sampler;
+  int64_t seed = -1;  // -1: random
+  bool ignore_eos = false;
+  std::vector<std::string> stop;
+};
+// `seed_help` says how the seed is used (e.g. "turn i uses seed + i").
+void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags, const std::string& seed_help);
+// The generation parameters of sequence (or turn) `i`: seed + i, wrapping
+// below 0xFFFFFFFF (the "random" value); max_tokens `n_predict` (-1: until
+// the end of text or the slot is full), at most `room`.
+serving::GenerationParams generation_params(const SamplingFlags& flags, int i, int64_t n_predict,
+                                            int64_t room);
 
 // Milliseconds since `start`.
 inline double ms_since(std::chrono::steady_clock::time_point start) {

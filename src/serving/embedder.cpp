@@ -1,4 +1,4 @@
-#include "server/embedder.h"
+#include "tessera/embedder.h"
 
 #include <cmath>
 
@@ -7,7 +7,7 @@
 #include "tessera/error.h"
 #include "tessera/gguf.h"
 
-namespace tessera::server {
+namespace tessera::serving {
 
 Pooling pooling_from_name(const std::string& name) {
   if (name == "mean") return Pooling::kMean;
@@ -80,4 +80,4 @@ std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens) {
   return out;
 }
 
-}  // namespace tessera::server
+}  // namespace tessera::serving

@@ -1,6 +1,6 @@
-// /v1/embeddings: a text's vector from the model's final hidden states
-// (after the output norm), pooled over its tokens and L2-normalized as
-// OpenAI's are. Runs on its own Context (made on first use), one input at a
+// Embeddings (the server's /v1/embeddings, the Node package's embedding()):
+// a text's vector from the model's final hidden states (after the output
+// norm), pooled over its tokens and L2-normalized as OpenAI's are. Runs on its own Context (made on first use), one input at a
 // time, beside the generator's slots.
 #pragma once
 
@@ -11,7 +11,7 @@
 
 #include "tessera/engine.h"
 
-namespace tessera::server {
+namespace tessera::serving {
 
 enum class Pooling { kMean, kLast, kCls };
 
@@ -40,4 +40,4 @@ class Embedder {
   Batch batch_;
 };
 
-}  // namespace tessera::server
+}  // namespace tessera::serving

@@ -1,0 +1,51 @@
+// The chat renderer `tessera chat`, the server and the Node package share: a
+// conversation (an array of {role, content} messages) to prompt text, by a
+// built-in template named on the command line, else the model's
+// tokenizer.chat_template, else ChatML (llama.cpp's fallback).
+#pragma once
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tessera/tokenizer.h"
+
+namespace tessera {
+class ChatTemplate;
+namespace gguf {
+class File;
+}
+}  // namespace tessera
+
+namespace tessera::serving {
+
+// A conversation the template refuses (its raise_exception, its limits) or
+// a malformed message: the caller's to fix.
+class ChatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class ChatRenderer {
+ public:
+  // `builtin_name` empty: the model's template. Throws Error(kInvalidArgument)
+  // for an unknown built-in name (listing the names) and Error(kInvalidFile)
+  // for a model template that does not parse.
+  ChatRenderer(const gguf::File& file, const Tokenizer& tokenizer,
+               const std::string& builtin_name = {});
+
+  // The prompt text for `messages`; a leading BOS is left to the tokenizer.
+  // Throws ChatError.
+  std::string render(const nlohmann::json& messages, bool add_generation_prompt) const;
+
+  // The built-in templates' names, comma-separated (for --help).
+  static std::string builtin_names();
+
+ private:
+  std::shared_ptr<const ChatTemplate> template_;
+  std::string bos_, eos_;
+};
+
+}  // namespace tessera::serving

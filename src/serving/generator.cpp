@@ -1,0 +1,468 @@
+#include <algorithm>
+#include <cmath>
+
+#include "serving/text_stream.h"
+#include "tessera/error.h"
+#include "tessera/gguf.h"
+#include "tessera/serving.h"
+
+namespace tessera::serving {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+size_t common_prefix(const std::vector<TokenId>& a, const std::vector<TokenId>& b) {
+  const auto end = std::min(a.size(), b.size());
+  return static_cast<size_t>(
+      std::mismatch(a.begin(), a.begin() + static_cast<ptrdiff_t>(end), b.begin()).first -
+      a.begin());
+}
+
+// A prompt waits for a slot decoding a shared prefix when it gains at least
+// this many tokens (or its whole prompt) by waiting.
+constexpr size_t kMinSharedGain = 32;
+
+}  // namespace
+
+std::string_view finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::kNone: return "none";
+    case FinishReason::kEndOfText: return "eos";
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kCancelled: return "cancelled";
+    case FinishReason::kShutdown: return "shutdown";
+    case FinishReason::kError: return "error";
+  }
+  return "?";
+}
+
+ModelInfo model_info(const Model& model) {
+  const Hparams& hp = model.hparams();
+  ModelInfo info{.n_vocab = hp.n_vocab, .n_ctx_train = hp.n_ctx_train, .n_embd = hp.n_embd};
+  for (const gguf::TensorInfo& t : model.file().tensors()) {
+    info.n_params += static_cast<uint64_t>(t.n_elements());
+  }
+  info.size_bytes = model.weight_bytes();
+  return info;
+}
+
+EventSink EventQueue::sink() {
+  return [state = state_](Event&& e) {
+    {
+      std::lock_guard lock(state->mutex);
+      state->events.push_back(std::move(e));
+    }
+    state->cv.notify_one();
+  };
+}
+
+std::optional<Event> EventQueue::pop(std::chrono::milliseconds timeout) {
+  State& s = *state_;
+  std::unique_lock lock(s.mutex);
+  if (!s.cv.wait_for(lock, timeout, [&] { return !s.events.empty(); })) return std::nullopt;
+  Event e = std::move(s.events.front());
+  s.events.pop_front();
+  return e;
+}
+
+struct Generator::Slot {
+  enum class State { kIdle, kPrompt, kGenerating };
+  int id = 0;
+  State state = State::kIdle;
+  std::shared_ptr<Request> request;
+  std::vector<TokenId> cached;  // the tokens of this sequence in the cache, in order
+  size_t prompt_next = 0;       // next prompt token to decode
+  TokenId last = -1;            // sampled, not yet decoded
+  std::unique_ptr<Sampler> sampler;
+  TextStream text;
+  int64_t n_gen = 0, n_cached = 0;
+  Event pending;          // what the next event sends
+  int batch_index = -1;   // this step's token asking for logits
+  size_t n_decoding = 0;  // prompt tokens in this step's batch
+  Clock::time_point start, first_token;
+
+  void send(Event&& e) {
+    if (request->sink_) request->sink_(std::move(e));
+  }
+};
+
+Generator::Generator(const Model& model, const Tokenizer& tokenizer,
+                     const GeneratorOptions& options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      context_(model, {.n_ctx = options.n_ctx,
+                       .n_batch = options.n_batch,
+                       .type_k = options.type_k,
+                       .type_v = options.type_v}),
+      slot_ctx_(context_.n_ctx() / std::max(options.n_slots, 1)) {
+  if (options.n_slots < 1 || options.n_slots > kMaxSequences) {
+    fail(ErrorCategory::kInvalidArgument, "[--parallel] found {} slots, expected 1..{}",
+         options.n_slots, kMaxSequences);
+  }
+  for (TokenId t = 0; t < static_cast<TokenId>(tokenizer_.n_vocab()); ++t) {
+    if (tokenizer_.is_eog(t)) eog_tokens_.push_back(t);
+  }
+  for (int i = 0; i < options.n_slots; ++i) {
+    slots_.push_back(std::make_unique<Slot>());
+    slots_.back()->id = i;
+  }
+  metrics_.slots = options.n_slots;
+  metrics_.kv_cells = context_.n_ctx();
+}
+
+Generator::~Generator() { shutdown(); }
+
+void Generator::submit(const std::shared_ptr<Request>& r) {
+  const auto n = static_cast<int64_t>(r->prompt.size());
+  if (n == 0) fail(ErrorCategory::kInvalidArgument, "the prompt is empty (no tokens)");
+  const int64_t want = n + std::max<int64_t>(r->params.max_tokens, 1);
+  if (want > slot_ctx_) {
+    fail(ErrorCategory::kInvalidArgument,
+         "the prompt has {} tokens and max_tokens is {}: {} in all, but a slot holds {} "
+         "(context {} over {} slots)",
+         n, r->params.max_tokens, want, slot_ctx_, context_.n_ctx(), slots_.size());
+  }
+  for (TokenId t : r->prompt) {
+    if (t < 0 || t >= context_.n_vocab()) {
+      fail(ErrorCategory::kInvalidArgument, "prompt token {} is outside the vocabulary [0, {})",
+           t, context_.n_vocab());
+    }
+  }
+  Sampler check(r->params.sampling);  // the parameters' errors, here rather than in the loop
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw Stopped("the server is shutting down");
+    queue_.push_back(r);
+    ++metrics_.requests;
+  }
+  cv_.notify_one();
+}
+
+void Generator::run(const std::atomic<bool>* interrupt) {
+  while (true) {
+    if (interrupt != nullptr && interrupt->load()) {
+      end_all(FinishReason::kCancelled, {});
+      return;
+    }
+    if (step()) continue;
+    std::lock_guard lock(mutex_);
+    const bool busy = std::any_of(slots_.begin(), slots_.end(),
+                                  [](auto& s) { return s->state != Slot::State::kIdle; });
+    if (!busy && queue_.empty()) return;
+  }
+}
+
+void Generator::start() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+}
+
+void Generator::shutdown() {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ && !thread_.joinable()) return;
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) {
+    thread_.join();
+  } else {
+    end_all(FinishReason::kShutdown, "the server is shutting down");
+  }
+}
+
+GeneratorMetrics Generator::metrics() const {
+  std::lock_guard lock(mutex_);
+  return metrics_;
+}
+
+void Generator::loop() {
+  while (true) {
+    bool stopping = false;
+    {
+      std::unique_lock lock(mutex_);
+      const bool busy = std::any_of(slots_.begin(), slots_.end(),
+                                    [](auto& s) { return s->state != Slot::State::kIdle; });
+      if (!busy) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      stopping = stopping_;
+    }
+    if (stopping) {
+      end_all(FinishReason::kShutdown, "the server is shutting down");
+      return;
+    }
+    step();
+  }
+}
+
+// Running requests end with `reason` and no error (their text is whole);
+// queued ones with `reason` and `error`.
+void Generator::end_all(FinishReason reason, const std::string& error) {
+  for (auto& s : slots_) {
+    if (s->state != Slot::State::kIdle) finish(*s, reason);
+  }
+  std::deque<std::shared_ptr<Request>> left;
+  {
+    std::lock_guard lock(mutex_);
+    left.swap(queue_);
+    metrics_.queued = 0;
+    if (reason == FinishReason::kCancelled) metrics_.cancelled += left.size();
+  }
+  for (auto& r : left) {
+    Event e;
+    e.done = true;
+    e.finish = reason;
+    e.error = error;
+    e.n_prompt = static_cast<int64_t>(r->prompt.size());
+    if (r->sink_) r->sink_(std::move(e));
+  }
+  update_gauges();
+}
+
+// Whether `r` should wait: a slot decoding its prompt shares a longer
+// prefix with r than any cache holds, by enough to be worth a step.
+bool Generator::deferred(const Request& r) const {
+  if (!r.params.cache_prompt) return false;
+  const size_t limit = r.prompt.size() - 1;  // one token is always decoded, for its logits
+  size_t cached = 0, pending = 0;
+  for (const auto& s : slots_) {
+    cached = std::max(cached, std::min(common_prefix(s->cached, r.prompt), limit));
+    if (s->state == Slot::State::kPrompt) {
+      pending = std::max(pending, std::min(common_prefix(s->request->prompt, r.prompt), limit));
+    }
+  }
+  return pending > cached && pending - cached >= std::min(kMinSharedGain, limit);
+}
+
+void Generator::assign(Slot& slot, std::shared_ptr<Request> r) {
+  const std::vector<TokenId>& prompt = r->prompt;
+  // The longest cached prefix among all slots (one token is always decoded,
+  // for its logits).
+  auto common = [&](const Slot& s) {
+    return std::min(common_prefix(s.cached, prompt), prompt.size() - 1);
+  };
+  size_t keep = r->params.cache_prompt ? common(slot) : 0;
+  const Slot* source = &slot;
+  if (r->params.cache_prompt) {
+    for (auto& other : slots_) {
+      const size_t n = common(*other);
+      if (n > keep) keep = n, source = other.get();
+    }
+  }
+  KvCache& cache = context_.cache();
+  if (source == &slot) {
+    cache.seq_rm(slot.id, static_cast<int32_t>(keep), -1);
+    slot.cached.resize(keep);
+  } else {
+    cache.seq_rm(slot.id, 0, -1);
+    cache.seq_cp(source->id, slot.id, 0, static_cast<int32_t>(keep));
+    slot.cached.assign(prompt.begin(), prompt.begin() + static_cast<ptrdiff_t>(keep));
+  }
+  slot.request = std::move(r);
+  const GenerationParams& p = slot.request->params;
+  slot.state = Slot::State::kPrompt;
+  slot.prompt_next = keep;
+  slot.n_cached = static_cast<int64_t>(keep);
+  slot.n_gen = 0;
+  slot.text = TextStream(p.stop);
+  slot.pending = Event{};
+  SamplerParams sp = p.sampling;
+  if (p.ignore_eos) sp.banned.insert(sp.banned.end(), eog_tokens_.begin(), eog_tokens_.end());
+  slot.sampler = std::make_unique<Sampler>(
+      sp, slot_ctx_, p.masks ? p.masks() : std::vector<std::unique_ptr<SamplerStage>>{});
+  for (TokenId t : slot.request->prompt) slot.sampler->accept(t);
+  slot.start = Clock::now();
+}
+
+// Cancelled requests end; waiting ones go into idle slots, each to the slot
+// whose cache shares the longest prefix with its prompt.
+void Generator::admit() {
+  for (auto& s : slots_) {
+    if (s->state != Slot::State::kIdle && s->request->cancelled()) finish(*s, FinishReason::kCancelled);
+  }
+  std::vector<std::shared_ptr<Request>> gone;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = queue_.begin(); it != queue_.end();) {
+      if ((*it)->cancelled()) {
+        gone.push_back(std::move(*it));
+        it = queue_.erase(it);
+        ++metrics_.cancelled;
+        continue;
+      }
+      Slot* best = nullptr;
+      size_t best_n = 0;
+      for (auto& s : slots_) {
+        if (s->state != Slot::State::kIdle) continue;
+        const size_t n = common_prefix(s->cached, (*it)->prompt);
+        if (best == nullptr || n > best_n) best = s.get(), best_n = n;
+      }
+      if (best == nullptr) break;
+      if (deferred(**it)) {
+        ++it;
+        continue;
+      }
+      assign(*best, std::move(*it));
+      it = queue_.erase(it);
+    }
+    metrics_.queued = static_cast<int>(queue_.size());
+  }
+  for (auto& r : gone) {
+    Event e;
+    e.done = true;
+    e.finish = FinishReason::kCancelled;
+    e.n_prompt = static_cast<int64_t>(r->prompt.size());
+    if (r->sink_) r->sink_(std::move(e));
+  }
+}
+
+bool Generator::step() {
+  admit();
+  // One batch: the next token of every generating slot, then prompt chunks.
+  batch_.clear();
+  int64_t budget = context_.n_batch();
+  for (auto& s : slots_) {
+    s->batch_index = -1;
+    s->n_decoding = 0;
+    if (s->state != Slot::State::kGenerating) continue;
+    s->batch_index = static_cast<int>(batch_.size());
+    batch_.add(s->last, static_cast<int32_t>(s->cached.size()), {s->id}, true);
+    --budget;
+  }
+  for (auto& s : slots_) {
+    if (s->state != Slot::State::kPrompt || budget <= 0) continue;
+    const std::vector<TokenId>& prompt = s->request->prompt;
+    const size_t n = std::min<size_t>(static_cast<size_t>(budget), prompt.size() - s->prompt_next);
+    for (size_t i = 0; i < n; ++i) {
+      const size_t at = s->prompt_next + i;
+      const bool last = at + 1 == prompt.size();
+      if (last) s->batch_index = static_cast<int>(batch_.size());
+      batch_.add(prompt[at], static_cast<int32_t>(at), {s->id}, last);
+    }
+    s->n_decoding = n;
+    budget -= static_cast<int64_t>(n);
+  }
+  if (batch_.size() == 0) {
+    update_gauges();
+    return false;
+  }
+  try {
+    context_.decode(batch_);
+    // The batch is in the cache now.
+    for (auto& s : slots_) {
+      if (s->state == Slot::State::kGenerating) {
+        s->cached.push_back(s->last);
+      } else if (s->state == Slot::State::kPrompt && s->n_decoding > 0) {
+        const std::vector<TokenId>& prompt = s->request->prompt;
+        const auto from = prompt.begin() + static_cast<ptrdiff_t>(s->prompt_next);
+        s->cached.insert(s->cached.end(), from, from + static_cast<ptrdiff_t>(s->n_decoding));
+        s->prompt_next += s->n_decoding;
+        if (s->prompt_next == prompt.size()) {
+          s->state = Slot::State::kGenerating;
+          s->first_token = Clock::now();
+        }
+      }
+    }
+    {
+      std::lock_guard lock(mutex_);
+      ++metrics_.steps;
+    }
+    for (auto& s : slots_) {
+      if (s->batch_index >= 0 && s->state == Slot::State::kGenerating) {
+        handle_token(*s, context_.logits(static_cast<size_t>(s->batch_index)));
+      }
+    }
+  } catch (const std::exception& e) {
+    // A failed step ends the requests in it; the cache is as before it.
+    for (auto& s : slots_) {
+      if (s->state != Slot::State::kIdle) finish(*s, FinishReason::kError, e.what());
+    }
+  }
+  update_gauges();
+  return true;
+}
+
+void Generator::update_gauges() {
+  std::lock_guard lock(mutex_);
+  metrics_.plans_built = context_.plans_built();
+  metrics_.kv_cells_used = context_.cache().used();
+  metrics_.slots_busy = static_cast<int>(std::count_if(
+      slots_.begin(), slots_.end(), [](auto& s) { return s->state != Slot::State::kIdle; }));
+}
+
+void Generator::handle_token(Slot& s, std::span<const float> logits) {
+  const GenerationParams& p = s.request->params;
+  if (p.max_tokens == 0) {  // the prompt only (its cache, its timings)
+    finish(s, FinishReason::kLength);
+    return;
+  }
+  SampleLogprobs lp;
+  const TokenId tok = s.sampler->sample(logits, p.top_logprobs >= 0 ? &lp : nullptr,
+                                        std::max(p.top_logprobs, 0));
+  s.sampler->accept(tok);
+  ++s.n_gen;
+  if (p.top_logprobs >= 0) {
+    auto prob = [&](TokenLogprob t) {
+      return TokenProb{t.id, tokenizer_.token_to_piece(t.id, false), t.logprob};
+    };
+    std::vector<TokenProb> alts;
+    for (const TokenLogprob& t : lp.top) alts.push_back(prob(t));
+    s.pending.probs.emplace_back(prob(lp.chosen), std::move(alts));
+  }
+  s.last = tok;
+  FinishReason reason = FinishReason::kNone;
+  if (tokenizer_.is_eog(tok) && !p.ignore_eos) {
+    reason = FinishReason::kEndOfText;
+  } else if (s.text.add(tokenizer_.token_to_piece(tok, /*render_special=*/false))) {
+    reason = FinishReason::kStop;
+  } else if (p.max_tokens >= 0 && s.n_gen >= p.max_tokens) {
+    reason = FinishReason::kLength;
+  } else if (static_cast<int64_t>(s.cached.size()) + 1 >= slot_ctx_) {
+    reason = FinishReason::kLength;
+  }
+  if (reason != FinishReason::kNone) {
+    finish(s, reason);
+    return;
+  }
+  // Send what is certain: a partial stop string or UTF-8 character waits.
+  s.pending.text = s.text.take_ready();
+  if (!s.pending.text.empty() || !s.pending.probs.empty()) s.send(std::exchange(s.pending, Event{}));
+}
+
+void Generator::finish(Slot& s, FinishReason reason, const std::string& error) {
+  const Clock::time_point now = Clock::now();
+  const bool started = s.state == Slot::State::kGenerating;
+  Event e = std::exchange(s.pending, Event{});
+  e.text += s.text.take_rest();
+  e.done = true;
+  e.finish = reason;
+  e.error = error;
+  e.n_prompt = static_cast<int64_t>(s.request->prompt.size());
+  e.n_cached = s.n_cached;
+  e.n_gen = s.n_gen;
+  e.prompt_ms = ms_between(s.start, started ? s.first_token : now);
+  e.gen_ms = started ? ms_between(s.first_token, now) : 0.0;
+  e.seed = s.sampler->seed();
+  {
+    std::lock_guard lock(mutex_);
+    metrics_.prompt_tokens += static_cast<uint64_t>(
+        static_cast<int64_t>(s.prompt_next) - std::min<int64_t>(s.n_cached, static_cast<int64_t>(s.prompt_next)));
+    metrics_.cached_tokens += static_cast<uint64_t>(e.n_cached);
+    metrics_.generated_tokens += static_cast<uint64_t>(e.n_gen);
+    metrics_.prompt_seconds += e.prompt_ms / 1000;
+    metrics_.generation_seconds += e.gen_ms / 1000;
+    if (reason == FinishReason::kCancelled) ++metrics_.cancelled;
+  }
+  if (!error.empty()) {  // what the failed step left is not known to be whole
+    context_.cache().seq_rm(s.id, 0, -1);
+    s.cached.clear();
+  }
+  s.send(std::move(e));
+  s.request.reset();
+  s.state = Slot::State::kIdle;
+}
+
+}  // namespace tessera::serving

@@ -1,0 +1,33 @@
+// The text of one request on its way out: token pieces in, text that is
+// certain out. A stop string ends the text where it starts, even when it
+// spans pieces; the tail that may start one, and an incomplete UTF-8
+// character, wait for the next piece.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tessera::serving {
+
+class TextStream {
+ public:
+  explicit TextStream(std::vector<std::string> stops = {});
+
+  // Appends a piece. True when a stop string completed: the text is then
+  // cut before it and nothing more should be added.
+  bool add(std::string_view piece);
+  // The text that can be sent now (held back: a possible stop-string start,
+  // an incomplete UTF-8 character).
+  std::string take_ready();
+  // Everything not sent yet, held-back bytes included (at the end).
+  std::string take_rest();
+
+ private:
+  std::vector<std::string> stops_;
+  size_t reach_ = 0;     // longest stop string less one byte
+  std::string pending_;  // not sent yet
+  std::string sent_tail_;  // the last reach_ bytes sent, where a stop may begin
+};
+
+}  // namespace tessera::serving
