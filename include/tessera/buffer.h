@@ -9,8 +9,11 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/tensor.h"
 
@@ -97,5 +100,17 @@ class Buffer {
 // Copies src into dst across any two buffers: dst.copy_tensor when it can,
 // else through host memory. Type, shape and strides must match.
 void copy_tensor(const Tensor& src, Tensor& dst);
+
+// Packs tensors into buffers: one buffer per buffer type (in order of first
+// use), each tensor at the next offset aligned to its type, in the order
+// given, and placed there. `fill`, when set, is written to every byte
+// before the tensors are placed. Weights and KV caches are packed this way.
+struct TensorPlacement {
+  Tensor* tensor;
+  BufferType* type;
+};
+std::vector<std::unique_ptr<Buffer>> pack_tensors(std::span<const TensorPlacement> tensors,
+                                                  BufferUsage usage,
+                                                  std::optional<uint8_t> fill = std::nullopt);
 
 }  // namespace tessera

@@ -227,7 +227,12 @@ class Model {
   Model(Runtime& runtime, gguf::File file);
   void create_tensors();
   void place_weights(const ModelOptions& options);
+  void assign_devices(const ModelOptions& options);
   void fuse_projections(LayerWeights& l, int64_t il);
+  std::vector<std::pair<Tensor*, Device*>> weight_plan();
+  void pack_weights(const std::vector<std::pair<Tensor*, Device*>>& plan);
+  void upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
+                      const std::function<void(uint64_t, uint64_t)>& progress);
 
   Runtime& runtime_;
   gguf::File file_;

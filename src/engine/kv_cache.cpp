@@ -44,38 +44,17 @@ KvCache::KvCache(const KvCacheOptions& options, int64_t n_embd_kv, int64_t head_
   check_type(type_k_, head_dim, "key");
   check_type(type_v_, head_dim, "value");
   cells_.resize(static_cast<size_t>(n_ctx_));
-  std::vector<std::pair<Tensor*, Device*>> plan;
+  // One buffer per device, zeroed: rows never written read as zeros.
+  std::vector<TensorPlacement> placed;
   for (size_t il = 0; il < layer_devices.size(); ++il) {
     for (bool is_k : {true, false}) {
       Tensor* t = arena_.new_tensor(is_k ? type_k_ : type_v_, {n_embd_kv, rows()},
                                     fmt::format("cache_{}_{}", is_k ? 'k' : 'v', il));
       (is_k ? k_ : v_).push_back(t);
-      plan.emplace_back(t, layer_devices[il]);
+      placed.push_back({t, &layer_devices[il]->buffer_type()});
     }
   }
-  // One buffer per device, zeroed: rows never written read as zeros.
-  std::vector<Device*> devices;
-  for (auto& [t, d] : plan) {
-    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
-  }
-  for (Device* d : devices) {
-    BufferType& type = d->buffer_type();
-    const size_t align = type.alignment();
-    auto rounded = [&](const Tensor& t) { return (type.alloc_size(t) + align - 1) / align * align; };
-    size_t size = 0;
-    for (auto& [t, dev] : plan) {
-      if (dev == d) size += rounded(*t);
-    }
-    auto buffer = type.allocate(size);
-    buffer->clear(0);
-    size_t offset = 0;
-    for (auto& [t, dev] : plan) {
-      if (dev != d) continue;
-      buffer->place(*t, offset);
-      offset += rounded(*t);
-    }
-    buffers_.push_back(std::move(buffer));
-  }
+  buffers_ = pack_tensors(placed, BufferUsage::kAny, uint8_t{0});
 }
 
 int64_t KvCache::used_end() const {

@@ -175,7 +175,23 @@ void Model::fuse_projections(LayerWeights& l, int64_t il) {
   }
 }
 
+// Loading places the weights in four named steps: assign each weight a
+// device, fuse the projections of CPU layers, pack the weights into one
+// buffer per buffer type, upload the bytes from the file.
 void Model::place_weights(const ModelOptions& options) {
+  assign_devices(options);
+  if (options.fuse_projections) {
+    for (int64_t i = 0; i < hparams_.n_layer; ++i) {
+      LayerWeights& l = w_.layers[static_cast<size_t>(i)];
+      if (l.device == cpu_) fuse_projections(l, i);
+    }
+  }
+  const std::vector<std::pair<Tensor*, Device*>> plan = weight_plan();
+  pack_weights(plan);
+  upload_weights(plan, options.progress);
+}
+
+void Model::assign_devices(const ModelOptions& options) {
   cpu_ = &cpu_device(runtime_);
   const int64_t n_layer = hparams_.n_layer;
   if (!options.layer_devices.empty() && static_cast<int64_t>(options.layer_devices.size()) != n_layer) {
@@ -183,8 +199,16 @@ void Model::place_weights(const ModelOptions& options) {
          file_.name(), options.layer_devices.size(), n_layer);
   }
   output_device_ = options.output_device != nullptr ? options.output_device : cpu_;
+  for (int64_t i = 0; i < n_layer; ++i) {
+    w_.layers[static_cast<size_t>(i)].device =
+        options.layer_devices.empty() ? cpu_ : options.layer_devices[static_cast<size_t>(i)];
+  }
+}
 
-  // Which device each weight goes to.
+// Which device each weight goes to, once each, in buffer order. RoPE reads
+// its frequency factors next to the layer's attention, not across devices:
+// each device holding layers gets its own copy.
+std::vector<std::pair<Tensor*, Device*>> Model::weight_plan() {
   std::vector<std::pair<Tensor*, Device*>> plan;
   auto add = [&](Tensor* t, Device* d) {
     if (t != nullptr && std::none_of(plan.begin(), plan.end(),
@@ -196,8 +220,8 @@ void Model::place_weights(const ModelOptions& options) {
   add(w_.rope_freqs, cpu_);
   add(w_.output_norm, output_device_);
   add(w_.output, w_.output == w_.token_embd ? cpu_ : output_device_);
-  // RoPE reads its frequency factors next to the layer's attention, not
-  // across devices: each device holding layers gets its own copy.
+  add(w_.rope_long, cpu_);
+  add(w_.rope_short, cpu_);
   std::vector<std::pair<Device*, Tensor*>> copies;  // (device, copy), per shared tensor
   auto local = [&](Tensor* shared, Device* d) -> Tensor* {
     if (shared == nullptr || d == cpu_) return shared;
@@ -209,12 +233,7 @@ void Model::place_weights(const ModelOptions& options) {
     plan.emplace_back(copy, d);
     return copy;
   };
-  add(w_.rope_long, cpu_);
-  add(w_.rope_short, cpu_);
-  for (int64_t i = 0; i < n_layer; ++i) {
-    LayerWeights& l = w_.layers[static_cast<size_t>(i)];
-    l.device = options.layer_devices.empty() ? cpu_ : options.layer_devices[static_cast<size_t>(i)];
-    if (options.fuse_projections && l.device == cpu_) fuse_projections(l, i);
+  for (LayerWeights& l : w_.layers) {
     for (Tensor* t :
          {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.bq, l.bk, l.bv, l.attn_q_norm, l.attn_k_norm,
           l.wo, l.attn_post_norm, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_post_norm}) {
@@ -224,31 +243,20 @@ void Model::place_weights(const ModelOptions& options) {
     l.rope_long = local(w_.rope_long, l.device);
     l.rope_short = local(w_.rope_short, l.device);
   }
+  return plan;
+}
 
-  // One buffer per (device, buffer type), each tensor at an aligned offset.
-  std::vector<BufferType*> types;
-  for (auto& [t, d] : plan) {
-    BufferType* type = &d->weights_buffer_type(*t);
-    if (std::find(types.begin(), types.end(), type) == types.end()) types.push_back(type);
-  }
-  uint64_t total = 0;
-  for (BufferType* type : types) {
-    const size_t align = type->alignment();
-    size_t size = 0;
-    std::vector<std::pair<Tensor*, size_t>> offsets;
-    for (auto& [t, dev] : plan) {
-      if (&dev->weights_buffer_type(*t) != type) continue;
-      offsets.emplace_back(t, size);
-      size += (type->alloc_size(*t) + align - 1) / align * align;
-    }
-    auto buffer = type->allocate(size);
-    buffer->set_usage(BufferUsage::kWeights);
-    for (auto& [t, offset] : offsets) buffer->place(*t, offset);
-    buffers_.push_back(std::move(buffer));
-    total += size;
-  }
+void Model::pack_weights(const std::vector<std::pair<Tensor*, Device*>>& plan) {
+  std::vector<TensorPlacement> placed;
+  for (auto& [t, d] : plan) placed.push_back({t, &d->weights_buffer_type(*t)});
+  buffers_ = pack_tensors(placed, BufferUsage::kWeights);
+  weight_bytes_ = 0;
+  for (const auto& b : buffers_) weight_bytes_ += b->size();
+}
 
-  // Each weight's GGUF tensors, once: itself, or a fused weight's parts in row order.
+// Each weight's GGUF tensors, once: itself, or a fused weight's parts in row order.
+void Model::upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
+                           const std::function<void(uint64_t, uint64_t)>& progress) {
   std::vector<std::vector<const gguf::TensorInfo*>> sources;
   uint64_t done = 0, file_bytes = 0;
   for (auto& [t, dev] : plan) {
@@ -266,10 +274,9 @@ void Model::place_weights(const ModelOptions& options) {
       t->buffer->set_tensor(*t, bytes.data(), offset, bytes.size());
       offset += bytes.size();
       done += bytes.size();
-      if (options.progress) options.progress(done, file_bytes);
+      if (progress) progress(done, file_bytes);
     }
   }
-  weight_bytes_ = total;
 }
 
 std::vector<Device*> Model::devices() const {

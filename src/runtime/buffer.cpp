@@ -1,5 +1,6 @@
 #include "tessera/buffer.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -89,6 +90,32 @@ void copy_tensor(const Tensor& src, Tensor& dst) {
     src.buffer->get_tensor(src, staging.data(), 0, n);
     dst.buffer->set_tensor(dst, staging.data(), 0, n);
   }
+}
+
+std::vector<std::unique_ptr<Buffer>> pack_tensors(std::span<const TensorPlacement> tensors,
+                                                  BufferUsage usage, std::optional<uint8_t> fill) {
+  std::vector<BufferType*> types;
+  for (const TensorPlacement& p : tensors) {
+    if (std::find(types.begin(), types.end(), p.type) == types.end()) types.push_back(p.type);
+  }
+  std::vector<std::unique_ptr<Buffer>> buffers;
+  std::vector<std::pair<Tensor*, size_t>> offsets;
+  for (BufferType* type : types) {
+    const size_t align = type->alignment();
+    size_t size = 0;
+    offsets.clear();
+    for (const TensorPlacement& p : tensors) {
+      if (p.type != type) continue;
+      offsets.emplace_back(p.tensor, size);
+      size += (type->alloc_size(*p.tensor) + align - 1) / align * align;
+    }
+    auto buffer = type->allocate(size);
+    buffer->set_usage(usage);
+    if (fill) buffer->clear(*fill);
+    for (auto& [t, offset] : offsets) buffer->place(*t, offset);
+    buffers.push_back(std::move(buffer));
+  }
+  return buffers;
 }
 
 }  // namespace tessera

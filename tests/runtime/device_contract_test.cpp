@@ -247,6 +247,48 @@ TEST(RuntimeTest, DevicesListCpuLastAndLookUpByName) {
   EXPECT_THROW(runtime().backends().front()->device(99), Error);
 }
 
+// Weights and KV caches are packed by pack_tensors: one buffer per buffer
+// type, tensors at aligned offsets in the order given, each readable back.
+TEST(RuntimeTest, PackTensorsGivesOneBufferPerTypeAtAlignedOffsets) {
+  Device& cpu = runtime().device("CPU0");
+  Graph g;
+  BufferType& plain = cpu.buffer_type();
+  BufferType& weights = cpu.weights_buffer_type();
+  std::vector<TensorPlacement> placed;
+  for (int i = 0; i < 5; ++i) {
+    Tensor* t = g.new_tensor(DType::kF32, {static_cast<int64_t>(7 + 13 * i)}, "t" + std::to_string(i));
+    placed.push_back({t, i % 2 == 0 ? &plain : &weights});
+  }
+  const auto buffers = pack_tensors(placed, BufferUsage::kWeights, uint8_t{0x5A});
+  const bool one_type = &plain == &weights;
+  ASSERT_EQ(buffers.size(), one_type ? 1u : 2u);
+  EXPECT_EQ(&buffers[0]->type(), &plain);
+  const uint32_t seed = std::random_device{}();
+  for (size_t i = 0; i < placed.size(); ++i) {
+    const Tensor& t = *placed[i].tensor;
+    ASSERT_NE(t.buffer, nullptr);
+    EXPECT_EQ(&t.buffer->type(), placed[i].type);
+    EXPECT_EQ(t.buffer->usage(), BufferUsage::kWeights);
+    const auto at = static_cast<const char*>(t.data) - static_cast<const char*>(t.buffer->base());
+    EXPECT_EQ(static_cast<size_t>(at) % placed[i].type->alignment(), 0u) << t.name;
+    if (i >= 2 && placed[i - 2].type == placed[i].type) {  // in order, not overlapping
+      const auto prev = static_cast<const char*>(placed[i - 2].tensor->data);
+      EXPECT_GE(static_cast<const char*>(t.data), prev + placed[i - 2].tensor->n_bytes());
+    }
+    std::vector<uint8_t> fresh(t.n_bytes());
+    t.buffer->get_tensor(t, fresh.data());
+    EXPECT_EQ(fresh, std::vector<uint8_t>(t.n_bytes(), 0x5A)) << t.name << ": not filled";
+    const std::vector<float> v = random_floats(static_cast<size_t>(t.ne[0]), seed + static_cast<uint32_t>(i));
+    t.buffer->set_tensor(*placed[i].tensor, v.data());
+  }
+  for (size_t i = 0; i < placed.size(); ++i) {  // no write reached another tensor
+    const Tensor& t = *placed[i].tensor;
+    std::vector<float> back(static_cast<size_t>(t.ne[0]));
+    t.buffer->get_tensor(t, back.data());
+    EXPECT_EQ(back, random_floats(back.size(), seed + static_cast<uint32_t>(i))) << t.name;
+  }
+}
+
 TEST(RuntimeTest, DuplicateBackendNamesAreRefused) {
   auto rt = make_runtime(false);
   EXPECT_THROW(rt->add_backend(std::make_unique<cpu::CpuBackend>(1)), Error);
