@@ -23,17 +23,92 @@
 
 namespace tessera::cli {
 
+namespace {
+
+struct ServeFlags {
+  ModelFlags model;
+  server::ServerOptions http;
+  int slots = 4;
+  int64_t n_ctx = 0;
+  int64_t n_batch = 512;
+  std::string chat_template;
+  std::string pooling;
+};
+
+// What serving needs once the model is loaded, owned together and built in
+// place (the generator and the embedder refer to the model and tokenizer).
+struct Loaded {
+  explicit Loaded(const ServeFlags& o)
+      : model(load_model(o.model, {.n_ctx = o.n_ctx > 0 ? o.n_ctx : PlacementOptions{}.n_ctx,
+                                   .n_batch = o.n_batch})),
+        chat(model.model->file(), model.tokenizer, o.chat_template),
+        generator(*model.model, model.tokenizer,
+                  {.n_slots = o.slots, .n_ctx = o.n_ctx, .n_batch = o.n_batch}),
+        embedder(*model.model,
+                 o.pooling.empty() ? serving::model_pooling(*model.model)
+                                   : serving::pooling_from_name(o.pooling),
+                 generator.slot_ctx()) {}
+  Loaded(const Loaded&) = delete;
+  Loaded& operator=(const Loaded&) = delete;
+
+  LoadedModel model;
+  serving::ChatRenderer chat;
+  serving::Generator generator;
+  serving::Embedder embedder;
+};
+
+int serve(ServeFlags& o) {
+  // Signals go to the thread that waits for them; a client that leaves
+  // mid-stream is a failed write, not a SIGPIPE.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  if (o.http.model_name.empty()) {
+    const auto slash = o.model.model.find_last_of('/');
+    o.http.model_name = slash == std::string::npos ? o.model.model : o.model.model.substr(slash + 1);
+  }
+  // Each open stream holds an HTTP thread: room for every slot twice over
+  // (streams queued for a slot too) plus quick requests beside them.
+  o.http.http_threads = std::max(16, 2 * o.slots + 8);
+  server::Server http(o.http);
+  const int port = http.bind();
+  std::thread listener([&] { http.listen(); });
+  fmt::print(stderr, "listening on http://{}:{} (loading {})\n", o.http.host, port, o.model.model);
+  std::fflush(stderr);
+
+  std::optional<Loaded> l;
+  try {
+    l.emplace(o);
+  } catch (const std::exception& e) {
+    http.set_load_error(e.what());
+    http.stop();
+    listener.join();
+    throw;
+  }
+  l->generator.start();
+  http.attach(l->model.tokenizer, l->generator, l->embedder, l->chat);
+  fmt::print(stderr, "ready: {} slots of {} cells; Ctrl-C stops\n", l->generator.n_slots(),
+             l->generator.slot_ctx());
+  std::fflush(stderr);
+
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  fmt::print(stderr, "{}: finishing the requests in flight, then stopping\n",
+             sig == SIGINT ? "SIGINT" : "SIGTERM");
+  l->generator.shutdown();  // every stream gets its last chunk and [DONE]
+  http.stop();
+  listener.join();
+  return 0;
+}
+
+}  // namespace
+
 Runner add_serve(CLI::App& app) {
-  struct Options {
-    ModelFlags model;
-    server::ServerOptions http;
-    int slots = 4;
-    int64_t n_ctx = 0;
-    int64_t n_batch = 512;
-    std::string chat_template;
-    std::string pooling;
-  };
-  auto o = std::make_shared<Options>();
+  auto o = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible HTTP server (completions, chat, streaming, metrics)");
   add_model_flags(*cmd, o->model);
@@ -62,69 +137,7 @@ Runner add_serve(CLI::App& app) {
       ->check(CLI::IsMember({"mean", "last", "cls"}));
   cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes (413 past it)")
       ->capture_default_str();
-  return [o]() {
-    // Signals go to the thread that waits for them; a client that leaves
-    // mid-stream is a failed write, not a SIGPIPE.
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    signal(SIGPIPE, SIG_IGN);
-
-    if (o->http.model_name.empty()) {
-      const auto slash = o->model.model.find_last_of('/');
-      o->http.model_name = slash == std::string::npos ? o->model.model : o->model.model.substr(slash + 1);
-    }
-    // Each open stream holds an HTTP thread: room for every slot twice over
-    // (streams queued for a slot too) plus quick requests beside them.
-    o->http.http_threads = std::max(16, 2 * o->slots + 8);
-    server::Server http(o->http);
-    const int port = http.bind();
-    std::thread listener([&] { http.listen(); });
-    fmt::print(stderr, "listening on http://{}:{} (loading {})\n", o->http.host, port,
-               o->model.model);
-    std::fflush(stderr);
-
-    std::optional<LoadedModel> loaded;
-    std::unique_ptr<serving::Generator> generator;
-    std::unique_ptr<serving::Embedder> embedder;
-    std::unique_ptr<serving::ChatRenderer> chat;
-    try {
-      PlacementOptions where;
-      if (o->n_ctx > 0) where.n_ctx = o->n_ctx;
-      where.n_batch = o->n_batch;
-      loaded.emplace(load_model(o->model, where));
-      LoadedModel& lm = *loaded;
-      chat = std::make_unique<serving::ChatRenderer>(lm.model->file(), lm.tokenizer, o->chat_template);
-      generator = std::make_unique<serving::Generator>(
-          *lm.model, lm.tokenizer,
-          serving::GeneratorOptions{.n_slots = o->slots, .n_ctx = o->n_ctx, .n_batch = o->n_batch});
-      const serving::Pooling pooling = o->pooling.empty() ? serving::model_pooling(*lm.model)
-                                                          : serving::pooling_from_name(o->pooling);
-      embedder = std::make_unique<serving::Embedder>(*lm.model, pooling, generator->slot_ctx());
-    } catch (const std::exception& e) {
-      http.set_load_error(e.what());
-      http.stop();
-      listener.join();
-      throw;
-    }
-    LoadedModel& lm = *loaded;
-    generator->start();
-    http.attach(lm.tokenizer, *generator, *embedder, *chat);
-    fmt::print(stderr, "ready: {} slots of {} cells; Ctrl-C stops\n", generator->n_slots(),
-               generator->slot_ctx());
-    std::fflush(stderr);
-
-    int sig = 0;
-    sigwait(&stop_signals, &sig);
-    fmt::print(stderr, "{}: finishing the requests in flight, then stopping\n",
-               sig == SIGINT ? "SIGINT" : "SIGTERM");
-    generator->shutdown();  // every stream gets its last chunk and [DONE]
-    http.stop();
-    listener.join();
-    return 0;
-  };
+  return [o]() { return serve(*o); };
 }
 
 }  // namespace tessera::cli
