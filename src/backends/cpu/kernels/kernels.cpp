@@ -23,7 +23,11 @@ const Kernels& kernels_for(Isa isa) {
         k.isa = Isa::kAmx;
         k.q4_0_panel.run = amx::mat_q4_0_panel;
         k.q8_0_panel.run = amx::mat_q8_0_panel;
+        k.q4_k_panel.run = amx::mat_q4_k_panel;
+        k.q6_k_panel.run = amx::mat_q6_k_panel;
         k.q4_0_panel.gemm_rows = k.q8_0_panel.gemm_rows = amx::kGemmRows;
+        k.q4_k_panel.gemm_rows = k.q6_k_panel.gemm_rows = amx::kGemmRows;
+        k.q4_k_panel.gemm_cols = k.q6_k_panel.gemm_cols = amx::kKGemmCols;
         return k;
       }();
       return amx;

@@ -76,8 +76,10 @@ struct MatArgs {
 struct MatKernel {
   void (*run)(const MatArgs& args) = nullptr;
   ActFormat act = ActFormat::kF32;
-  // Rows per GEMM chunk MUL_MAT hands the kernel (a multiple of 16); 0: its default.
+  // Rows and columns per GEMM chunk MUL_MAT hands the kernel (multiples of
+  // 16); 0: its defaults.
   int64_t gemm_rows = 0;
+  int64_t gemm_cols = 0;
   explicit operator bool() const { return run != nullptr; }
 };
 

@@ -20,6 +20,7 @@ set(TESSERA_CPU_AVX512_SOURCES
 )
 set(TESSERA_CPU_AMX_SOURCES
   backends/cpu/kernels/amx/panel.cpp
+  backends/cpu/kernels/amx/kpanel.cpp
   backends/cpu/kernels/amx/probes.cpp
 )
 list(APPEND TESSERA_CPU_KERNEL_SOURCES ${TESSERA_CPU_AVX2_SOURCES} ${TESSERA_CPU_AVX512_SOURCES}

@@ -218,7 +218,7 @@ struct Chunks {
   bool dynamic;
 };
 
-Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth, int64_t gemm_rows) {
+Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth, const MatKernel& mk) {
   Chunks c{};
   c.dynamic = n > kGemvCols;
   if (!c.dynamic) {  // GEMV: runs of rows (whole panels) taken from the counter
@@ -227,8 +227,8 @@ Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth, int64_t gemm_
     const int64_t per = std::max((m + runs - 1) / runs, kGemvMinRows);
     c.rows = std::max<int64_t>(kPanelRows, (per + kPanelRows - 1) / kPanelRows * kPanelRows);
   } else {  // GEMM: >= 4 chunks per thread when the shape allows
-    c.cols = std::min(n, kChunkCols);
-    c.rows = gemm_rows > 0 ? gemm_rows : kChunkRows;
+    c.cols = std::min(n, mk.gemm_cols > 0 ? mk.gemm_cols : kChunkCols);
+    c.rows = mk.gemm_rows > 0 ? mk.gemm_rows : kChunkRows;
     const int64_t col_blocks = (n + c.cols - 1) / c.cols;
     while (c.rows > kPanelRows && batches * col_blocks * ((m + c.rows - 1) / c.rows) < 4 * nth) {
       c.rows /= 2;
@@ -309,7 +309,7 @@ void compute(Tensor& node, const OpContext& ctx) {
     compute_ref(node, ctx);
     return;
   }
-  const Chunks ch = plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], ctx.nth, mk->gemm_rows);
+  const Chunks ch = plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], ctx.nth, *mk);
   const bool convert = mk->act != ActFormat::kF32;
   uint8_t* act = ctx.work + kLine;
   if (!ch.dynamic) {
@@ -342,7 +342,7 @@ int phases(const Tensor& node, int nth, const Kernels* kernels) {
   if (mk == nullptr || mk->act == ActFormat::kF32) return 1;
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
-  return plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], nth, mk->gemm_rows).dynamic ? 2 : 1;
+  return plan_chunks(w.ne[1], x.ne[1], x.ne[2] * x.ne[3], nth, *mk).dynamic ? 2 : 1;
 }
 
 // x converted into work + kLine, at offsets that depend on x's shape, the

@@ -16,8 +16,14 @@ inline constexpr int64_t kMinCols = 9;
 // (Q4_0) unpacks its panels, so fewer, taller calls. TinyLlama-shape pp512 on
 // a Sapphire Rapids guest: 256 rows ran 6-8% faster than 64; 512 as 256.
 inline constexpr int64_t kGemmRows = 256;
+// Columns per GEMM chunk for Q4_K / Q6_K: each call unpacks its panels'
+// blocks into B tiles (4-5.5 KiB a block), which 64 columns (MUL_MAT's
+// default) reuse only 4 times: that unpacking was 1/6 of the Q4_K GEMM's time.
+inline constexpr int64_t kKGemmCols = 256;
 
 void mat_q4_0_panel(const MatArgs& a);
 void mat_q8_0_panel(const MatArgs& a);
+void mat_q4_k_panel(const MatArgs& a);  // kpanel.cpp
+void mat_q6_k_panel(const MatArgs& a);
 
 }  // namespace tessera::cpu::amx

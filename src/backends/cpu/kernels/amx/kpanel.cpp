@@ -1,0 +1,326 @@
+// amx tier: Q4_K / Q6_K panel GEMMs on AMX-INT8 tiles; GEMV shapes stay on
+// the avx512 kernels. Per panel and call, each block's quants are unpacked
+// once into u8 B tiles, one per sub-block (Q4_K: 8 of 32 k, 8 rows x 64
+// bytes; Q6_K: 16 of 16 k, 4 rows x 64 bytes), and its sub-block scales
+// (and Q4_K's mins) into int32 / int16-pair vectors. Then per column tile
+// (16 columns) and sub-block j:
+//   C[16 columns][16 rows] = A (the columns' Q8_K bytes of j) . B_j  (tdpbsud)
+// and isum[c] += C[c] * sc_j (vpmulld), the sums exact as in the avx512
+// kernel (x86/kpanels.h), which this reproduces integer for integer; mins /
+// Q6_K's -32 offset as int16 pair dots (vpdpwssd), then one or two FMAs per
+// block and column. Two tile sets, so sub-block j + 1's dot is issued before
+// j's C is read back.
+#include "backends/cpu/kernels/avx512/intrin.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backends/cpu/kernels/amx/amx.h"
+#include "backends/cpu/kernels/avx512/avx512.h"
+#include "backends/cpu/kernels/repack.h"
+
+namespace tessera::cpu::amx {
+namespace {
+
+constexpr int kTile = 16;  // columns per A/C tile, rows per panel
+constexpr size_t kQsOffset = offsetof(block_q8_K, qs);
+
+#define TILE_C0 0
+#define TILE_C1 1
+#define TILE_A0 2
+#define TILE_A1 3
+#define TILE_B0 4
+#define TILE_B1 5
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// n columns per A and C tile; sub-blocks of kSubK elements.
+void configure(int n, int sub_k) {
+  TileConfig c;
+  const auto set = [&c](int tile, int rows, int colsb) {
+    c.rows[tile] = static_cast<uint8_t>(rows);
+    c.colsb[tile] = static_cast<uint16_t>(colsb);
+  };
+  for (int t : {TILE_A0, TILE_A1}) set(t, n, sub_k);
+  for (int t : {TILE_C0, TILE_C1}) set(t, n, kTile * sizeof(int32_t));
+  for (int t : {TILE_B0, TILE_B1}) set(t, sub_k / 4, 64);
+  __asm__ volatile("" : : "m"(c) : "memory");  // see panel.cpp's configure()
+  _tile_loadconfig(&c);
+}
+
+inline __m512i load(const uint8_t* p) {
+  return _mm512_loadu_si512(p);
+}
+inline __m512i byte_u(__m512i v, int j) {
+  return _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(8 * j)), _mm512_set1_epi32(0xFF));
+}
+inline int32_t pair16(int32_t a, int32_t b) {
+  return static_cast<int32_t>((static_cast<uint32_t>(a) & 0xFFFFu) |
+                              (static_cast<uint32_t>(b) << 16));
+}
+
+// What one panel block unpacks to (scratch, per panel and call).
+template <int kSub, int kPairs>
+struct alignas(64) Unpacked {
+  __m512i sc[kSub];       // sub-block scales, int32 per row
+  __m512i pairs[kPairs];  // Q4_K: mins (m0, m2), (m1, m3), (m4, m6), (m5, m7); Q6_K: scales
+  uint8_t b[kSub][kSub == 8 ? 512 : 256];  // B tiles
+};
+
+struct Q4K {
+  static constexpr int kSub = 8, kSubK = 32, kPairs = 4;
+  static constexpr size_t kScaleBytes = 4, kQuantBytes = 140;
+  using U = Unpacked<kSub, kPairs>;
+  static void unpack(const uint8_t* q, U& u) {
+    const __m512i s0 = load(q), s1 = load(q + 64), s2 = load(q + 128);
+    const __m512i m6 = _mm512_set1_epi32(0x3F3F3F3F), m4 = _mm512_set1_epi32(0x0F0F0F0F);
+    const __m512i m30 = _mm512_set1_epi32(0x30303030);
+    const __m512i sc[2] = {
+        _mm512_and_si512(s0, m6),
+        _mm512_or_si512(_mm512_and_si512(s2, m4),
+                        _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30))};
+    const __m512i mn[2] = {
+        _mm512_and_si512(s1, m6),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4),
+                        _mm512_and_si512(_mm512_srli_epi32(s1, 2), m30))};
+    for (int j = 0; j < 8; ++j) u.sc[j] = byte_u(sc[j / 4], j % 4);
+    const __m512i lo16 = _mm512_set1_epi32(0x00FF00FF);
+    for (int h = 0; h < 2; ++h) {
+      u.pairs[2 * h] = _mm512_and_si512(mn[h], lo16);
+      u.pairs[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi32(mn[h], 8), lo16);
+    }
+    for (int p = 0; p < 4; ++p) {
+      for (int t = 0; t < 8; ++t) {
+        const __m512i v = load(q + 64 * (3 + 8 * p + t));
+        _mm512_store_si512(u.b[2 * p] + 64 * t, _mm512_and_si512(v, m4));
+        _mm512_store_si512(u.b[2 * p + 1] + 64 * t,
+                           _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+      }
+    }
+  }
+  // Activation pairs of one column's block, as `pairs` meets them.
+  static void act_pairs(const block_q8_K& x, int32_t* out) {
+    int32_t t[8];
+    for (int j = 0; j < 8; ++j) t[j] = x.bsums[2 * j] + x.bsums[2 * j + 1];
+    out[0] = pair16(t[0], t[2]);
+    out[1] = pair16(t[1], t[3]);
+    out[2] = pair16(t[4], t[6]);
+    out[3] = pair16(t[5], t[7]);
+  }
+  // acc += d dx isum - dmin dx (pairs . act)
+  static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512 dmin, float dx) {
+    const __m512 vdx = _mm512_set1_ps(dx);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, vdx), acc);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_mul_ps(dmin, vdx), acc);
+  }
+};
+
+struct Q6K {
+  static constexpr int kSub = 16, kSubK = 16, kPairs = 8;
+  static constexpr size_t kScaleBytes = 2, kQuantBytes = 208;
+  using U = Unpacked<kSub, kPairs>;
+  static void unpack(const uint8_t* q, U& u) {
+    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m30 = _mm512_set1_epi32(0x30303030);
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = load(q + 64 * (48 + g));
+      for (int i = 0; i < 4; ++i) {
+        u.sc[4 * g + i] = _mm512_srai_epi32(
+            _mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24);
+      }
+      u.pairs[2 * g] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+      u.pairs[2 * g + 1] = _mm512_srai_epi16(v, 8);
+    }
+    for (int hh = 0; hh < 2; ++hh) {
+      for (int t = 0; t < 8; ++t) {
+        const __m512i qh = load(q + 64 * (32 + 8 * hh + t));
+        const __m512i l0 = load(q + 64 * (16 * hh + t));
+        const __m512i l1 = load(q + 64 * (16 * hh + 8 + t));
+        const __m512i w[4] = {
+            _mm512_or_si512(_mm512_and_si512(l0, m4),
+                            _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)),
+            _mm512_or_si512(_mm512_and_si512(l1, m4),
+                            _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
+                            _mm512_and_si512(qh, m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                            _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30)),
+        };
+        for (int g = 0; g < 4; ++g) {  // sub-block 8 hh + 2 g + t / 4, B row t % 4
+          _mm512_store_si512(u.b[8 * hh + 2 * g + t / 4] + 64 * (t % 4), w[g]);
+        }
+      }
+    }
+  }
+  static void act_pairs(const block_q8_K& x, int32_t* out) {
+    for (int g = 0; g < 4; ++g) {
+      out[2 * g] = pair16(x.bsums[4 * g], x.bsums[4 * g + 2]);
+      out[2 * g + 1] = pair16(x.bsums[4 * g + 1], x.bsums[4 * g + 3]);
+    }
+  }
+  // acc += d dx (isum - 32 (pairs . act))
+  static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512, float dx) {
+    const __m512i s = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 5));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
+  }
+};
+
+// Sub-block s of block b for one column tile into C tile `C`.
+#define TILE_SUB_DOT(C, A, B, s)                                                              \
+  do {                                                                                        \
+    _tile_loadd(A, x + static_cast<size_t>((s) / Fmt::kSub) * sizeof(block_q8_K) + kQsOffset + \
+                       static_cast<size_t>((s) % Fmt::kSub) * Fmt::kSubK,                     \
+                stride);                                                                      \
+    _tile_loadd(B, unpacked[(s) / Fmt::kSub].b[(s) % Fmt::kSub], 64);                         \
+    _tile_zero(C);                                                                            \
+    _tile_dpbsud(C, A, B);                                                                    \
+  } while (0)
+
+// One panel against one column tile of n columns at x (all blocks): out[j]
+// gets column j's 16 row outputs (masked to `keep`).
+template <class Fmt, bool kFull>
+void column_tile(const uint8_t* scales, const typename Fmt::U* unpacked, int64_t blocks,
+                 const uint8_t* x, size_t x_stride, const float* dx, const int32_t* act, int n,
+                 float* const* out, __mmask16 keep) {
+  alignas(64) int32_t c[2][kTile * kTile];
+  const auto stride = static_cast<int64_t>(x_stride);
+  alignas(64) float acc[kTile][kTile] = {};  // in memory: touched once a block
+  __m512i isum[kTile];
+  for (__m512i& v : isum) v = _mm512_setzero_si512();
+  const auto add = [&](const int32_t* cc, __m512i sc) {
+    for (int j = 0; j < kTile; ++j) {
+      if (!kFull && j >= n) break;
+      isum[j] = _mm512_add_epi32(isum[j], _mm512_mullo_epi32(_mm512_load_si512(cc + kTile * j), sc));
+    }
+  };
+  const auto finish = [&](int64_t b) {
+    const uint8_t* s = scales + static_cast<size_t>(b) * kTile * Fmt::kScaleBytes;
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)));
+    const __m512 dmin =
+        Fmt::kScaleBytes > 2
+            ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32)))
+            : d;
+    const typename Fmt::U& u = unpacked[b];
+    const int32_t* ap = act + b * Fmt::kPairs * kTile;  // [pair][column]
+    for (int j = 0; j < kTile; ++j) {
+      if (!kFull && j >= n) break;
+      __m512i corr = _mm512_setzero_si512();
+      for (int p = 0; p < Fmt::kPairs; ++p) {
+        corr = _mm512_dpwssd_epi32(corr, u.pairs[p], _mm512_set1_epi32(ap[p * kTile + j]));
+      }
+      _mm512_store_ps(acc[j], Fmt::finish(_mm512_load_ps(acc[j]), isum[j], corr, d, dmin,
+                                          dx[b * kTile + j]));
+      isum[j] = _mm512_setzero_si512();
+    }
+  };
+  const int64_t subs = blocks * Fmt::kSub;  // even
+  TILE_SUB_DOT(TILE_C0, TILE_A0, TILE_B0, 0);
+  for (int64_t s = 0; s < subs; s += 2) {
+    TILE_SUB_DOT(TILE_C1, TILE_A1, TILE_B1, s + 1);
+    _tile_stored(TILE_C0, c[0], 64);
+    add(c[0], unpacked[s / Fmt::kSub].sc[s % Fmt::kSub]);
+    if (s + 2 < subs) TILE_SUB_DOT(TILE_C0, TILE_A0, TILE_B0, s + 2);
+    _tile_stored(TILE_C1, c[1], 64);
+    add(c[1], unpacked[(s + 1) / Fmt::kSub].sc[(s + 1) % Fmt::kSub]);
+    if ((s + 2) % Fmt::kSub == 0) finish(s / Fmt::kSub);
+  }
+  for (int j = 0; j < n; ++j) _mm512_mask_storeu_ps(out[j], keep, _mm512_load_ps(acc[j]));
+}
+
+#undef TILE_SUB_DOT
+
+template <class Fmt>
+void gemm(const MatArgs& a) {
+  thread_local std::vector<uint8_t> scratch;
+  const int64_t blocks = a.k / kQKK;
+  const int64_t tiles = (a.cols + kTile - 1) / kTile;
+  // Scratch: activation scales [tile][block][16], activation pairs
+  // [tile][block][pair][16], then a panel's unpacked blocks.
+  const size_t dx_bytes = static_cast<size_t>(tiles * blocks) * kTile * sizeof(float);
+  const size_t act_bytes = dx_bytes * Fmt::kPairs;
+  const size_t need = dx_bytes + act_bytes + static_cast<size_t>(blocks) * sizeof(typename Fmt::U) + 63;
+  if (scratch.size() < need) scratch.resize(need);
+  uint8_t* mem = scratch.data() + (-reinterpret_cast<uintptr_t>(scratch.data()) & 63);
+  auto* dx = reinterpret_cast<float*>(mem);
+  auto* act = reinterpret_cast<int32_t*>(mem + dx_bytes);
+  for (int64_t col = 0; col < tiles * kTile; ++col) {
+    const int64_t u = col / kTile, j = col % kTile;
+    float* d = dx + u * blocks * kTile + j;
+    int32_t* p = act + u * blocks * Fmt::kPairs * kTile + j;
+    const auto* xb = reinterpret_cast<const block_q8_K*>(a.x + static_cast<size_t>(col) * a.x_stride);
+    for (int64_t b = 0; b < blocks; ++b) {
+      int32_t pairs[Fmt::kPairs] = {};
+      if (col < a.cols) Fmt::act_pairs(xb[b], pairs);  // a short last tile's missing columns: 0
+      d[b * kTile] = col < a.cols ? xb[b].d : 0.0f;
+      for (int q = 0; q < Fmt::kPairs; ++q) p[(b * Fmt::kPairs + q) * kTile] = pairs[q];
+    }
+  }
+  auto* unpacked = reinterpret_cast<typename Fmt::U*>(mem + dx_bytes + act_bytes);
+  const size_t scale_bytes = static_cast<size_t>(blocks) * kTile * Fmt::kScaleBytes;
+  int configured = 0;
+  float* out[kTile];
+  for (int64_t r0 = 0; r0 < a.rows; r0 += kPanelRows) {
+    const uint8_t* scales = a.w + static_cast<size_t>(r0 / kPanelRows) * a.w_stride;
+    const uint8_t* quants = scales + scale_bytes;
+    for (int64_t b = 0; b < blocks; ++b) {
+      Fmt::unpack(quants + static_cast<size_t>(b) * kTile * Fmt::kQuantBytes, unpacked[b]);
+    }
+    const int64_t valid = a.rows - r0 < kPanelRows ? a.rows - r0 : kPanelRows;
+    const auto keep = static_cast<__mmask16>((1u << valid) - 1);
+    for (int64_t u = 0; u < tiles; ++u) {
+      const int64_t c0 = u * kTile;
+      const int n = static_cast<int>(a.cols - c0 < kTile ? a.cols - c0 : kTile);
+      if (n != configured) {
+        configure(n, Fmt::kSubK);
+        configured = n;
+      }
+      for (int j = 0; j < n; ++j) {
+        out[j] = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(a.out) +
+                                          static_cast<size_t>(c0 + j) * a.out_stride) +
+                 r0;
+      }
+      const uint8_t* x = a.x + static_cast<size_t>(c0) * a.x_stride;
+      const float* d = dx + u * blocks * kTile;
+      const int32_t* p = act + u * blocks * Fmt::kPairs * kTile;
+      if (n == kTile) {
+        column_tile<Fmt, true>(scales, unpacked, blocks, x, a.x_stride, d, p, n, out, keep);
+      } else {
+        column_tile<Fmt, false>(scales, unpacked, blocks, x, a.x_stride, d, p, n, out, keep);
+      }
+    }
+  }
+  _tile_release();
+}
+
+#undef TILE_C0
+#undef TILE_C1
+#undef TILE_A0
+#undef TILE_A1
+#undef TILE_B0
+#undef TILE_B1
+
+}  // namespace
+
+void mat_q4_k_panel(const MatArgs& a) {
+  if (a.cols < kMinCols || a.k < kQKK) {
+    avx512::mat_q4_k_panel(a);
+  } else {
+    gemm<Q4K>(a);
+  }
+}
+
+void mat_q6_k_panel(const MatArgs& a) {
+  if (a.cols < kMinCols || a.k < kQKK) {
+    avx512::mat_q6_k_panel(a);
+  } else {
+    gemm<Q6K>(a);
+  }
+}
+
+}  // namespace tessera::cpu::amx
