@@ -49,20 +49,20 @@ struct KPanels {
   }
 };
 
-// Software prefetch for a GEMV reading a panel's block b: every line of the
-// block kAhead bytes further on, and the scales as far ahead (the stream is
-// the quants; scales are 1/35 of it (Q4_K) or less).
+// Software prefetch for a GEMV: each 64-byte group a block loads prefetches
+// the one kKPrefetchAhead bytes further on, so a block's 35 (Q4_K) or 52
+// (Q6_K) prefetches spread over its dots (issued in one burst per block, they
+// took 38% of a cache-warm Q4_K GEMV's samples in perf; from DRAM both read
+// the same, 0.66-0.77 of the probe), and the scales two blocks ahead.
 inline constexpr size_t kKPrefetchAhead = 2048;
-template <class Fmt>
-[[gnu::always_inline]] inline void prefetch_kblock(const uint8_t* scales, const uint8_t* q,
-                                                   int64_t b) {
-  constexpr size_t kBlock = kPanelRows * Fmt::kQuantBytes;
-  for (size_t l = 0; l < kBlock; l += 64) {
-    _mm_prefetch(reinterpret_cast<const char*>(q + kKPrefetchAhead + l), _MM_HINT_T0);
+
+// Group g of block q, rows kRows h .. (h: the half), with its prefetch when kPf.
+template <class V, bool kPf>
+[[gnu::always_inline]] inline typename V::I load_group(const uint8_t* q, int g, int h) {
+  if constexpr (kPf) {
+    if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(q + 64 * g + kKPrefetchAhead), _MM_HINT_T0);
   }
-  constexpr size_t kScales = kPanelRows * Fmt::kScaleBytes;
-  _mm_prefetch(reinterpret_cast<const char*>(scales + kScales * static_cast<size_t>(b + 2)),
-               _MM_HINT_T0);
+  return V::load(q + 64 * g + V::kGroupBytes * static_cast<size_t>(h));
 }
 
 template <class V>
@@ -74,11 +74,11 @@ struct Q4KPanel {
 
   // Block `q` (its quants; `s` its f16 scales), rows kRows h .. of the
   // panel, against columns xb[0 .. C): acc[c] += the rows' dots.
-  template <int C>
+  template <int C, bool kPf = false>
   [[gnu::always_inline]] static void block(const uint8_t* s, const uint8_t* q, int h,
                                            const block_q8_K* const* xb, F* acc) {
-    const size_t off = V::kGroupBytes * static_cast<size_t>(h);
-    const I s0 = V::load(q + off), s1 = V::load(q + 64 + off), s2 = V::load(q + 128 + off);
+    const I s0 = load_group<V, kPf>(q, 0, h), s1 = load_group<V, kPf>(q, 1, h);
+    const I s2 = load_group<V, kPf>(q, 2, h);
     const I m6 = V::set1(0x3F3F3F3F), m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
     // Bytes j of each lane: sc[0] scales 0-3, sc[1] scales 4-7 (and mn the mins).
     const I sc[2] = {V::and_(s0, m6),
@@ -94,7 +94,7 @@ struct Q4KPanel {
       for (int c = 0; c < C; ++c) dlo[c] = dhi[c] = V::acc_zero();
 #pragma GCC unroll 8
       for (int t = 0; t < 8; ++t) {
-        const I v = V::load(q + 64 * (3 + 8 * p + t) + off);
+        const I v = load_group<V, kPf>(q, 3 + 8 * p + t, h);
         const I lo = V::and_(v, m4), hi = V::and_(V::template srli16<4>(v), m4);
         for (int c = 0; c < C; ++c) {
           dlo[c] = V::dot(dlo[c], lo, xb[c]->qs + 64 * p + 4 * t);
@@ -135,13 +135,12 @@ struct Q6KPanel {
   using I = typename V::I;
   using F = typename V::F;
 
-  template <int C>
+  template <int C, bool kPf = false>
   [[gnu::always_inline]] static void block(const uint8_t* s, const uint8_t* q, int h,
                                            const block_q8_K* const* xb, F* acc) {
-    const size_t off = V::kGroupBytes * static_cast<size_t>(h);
     const I m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
     I scv[4];  // int8 sub-block scales 4 g .. 4 g + 3 in each lane
-    for (int g = 0; g < 4; ++g) scv[g] = V::load(q + 64 * (48 + g) + off);
+    for (int g = 0; g < 4; ++g) scv[g] = load_group<V, kPf>(q, 48 + g, h);
     I isum[C];
     for (int c = 0; c < C; ++c) isum[c] = V::zero();
     constexpr int kChain = V::kQ6Chain;  // groups of 4 per dot chain (exact in its type)
@@ -154,9 +153,9 @@ struct Q6KPanel {
           for (int g = 0; g < 4; ++g) dg[c][g] = V::acc_zero();
         }
         for (int t = t0; t < t0 + kChain; ++t) {
-          const I qh = V::load(q + 64 * (32 + 8 * hh + t) + off);
-          const I l0 = V::load(q + 64 * (16 * hh + t) + off);
-          const I l1 = V::load(q + 64 * (16 * hh + 8 + t) + off);
+          const I qh = load_group<V, kPf>(q, 32 + 8 * hh + t, h);
+          const I l0 = load_group<V, kPf>(q, 16 * hh + t, h);
+          const I l1 = load_group<V, kPf>(q, 16 * hh + 8 + t, h);
           const I w[4] = {
               V::or_(V::and_(l0, m4), V::and_(V::template slli16<4>(qh), m30)),
               V::or_(V::and_(l1, m4), V::and_(V::template slli16<2>(qh), m30)),
@@ -239,8 +238,11 @@ struct KPanelKernel {
         for (int i = 0; i < N; ++i) {
           const uint8_t* s = sc[i] + kBlockScales * static_cast<size_t>(b);
           const uint8_t* q = qs[i] + kBlockQuants * static_cast<size_t>(b);
-          prefetch_kblock<Fmt>(sc[i], q, b);
-          for (int h = 0; h < V::kHalves; ++h) Fmt::template block<1>(s, q, h, xb, &acc[i][h]);
+          // The scales two blocks ahead (the quants' prefetch is about one block ahead).
+          _mm_prefetch(reinterpret_cast<const char*>(s + 2 * kBlockScales), _MM_HINT_T0);
+          for (int h = 0; h < V::kHalves; ++h) {
+            Fmt::template block<1, true>(s, q, h, xb, &acc[i][h]);
+          }
         }
       }
       for (int i = 0; i < N; ++i) {
