@@ -1,6 +1,6 @@
 // The CPU backend: one device ("CPU0") that runs every op it supports on a
 // persistent thread pool, over plain host buffers and its weights buffer
-// (Q4_0 / Q8_0 repacked into panels, kernels/repack.h).
+// (Q4_0 / Q8_0 / Q4_K / Q6_K / F16 repacked into panels, kernels/repack.h).
 #pragma once
 
 #include <memory>
@@ -35,7 +35,7 @@ class CpuDevice final : public Device {
   std::unique_ptr<Stream> make_stream() override;
   BufferType& buffer_type() override { return buffer_type_; }
   BufferType& weights_buffer_type() override { return weights_type_; }
-  // Panels for the types the kernels repack (Q4_0, Q8_0, F16); plain host memory
+  // Panels for the types the kernels repack (Q4_0, Q8_0, Q4_K, Q6_K, F16); plain host memory
   // for the rest, so that an accelerator reading host memory (BLAS) can take
   // their large-batch matmuls.
   BufferType& weights_buffer_type(const Tensor& weight) override {

@@ -10,7 +10,7 @@
 
 namespace tessera::cpu {
 
-// kAmx is the avx512 tier with its Q4_0 / Q8_0 GEMMs on AMX-INT8 tiles.
+// kAmx is the avx512 tier with its Q4_0 / Q8_0 / Q4_K / Q6_K GEMMs on AMX-INT8 tiles.
 enum class Isa { kRef, kAvx2, kAvx512, kAmx };
 inline constexpr Isa kAllIsas[] = {Isa::kRef, Isa::kAvx2, Isa::kAvx512, Isa::kAmx};
 
