@@ -20,7 +20,6 @@ struct KVec256 {
   using Acc = __m256i;    // 16-bit pair sums
   using Scale = __m256i;  // the scale in both 16-bit halves of a lane
   static constexpr int kRows = 8, kHalves = 2;
-  static constexpr int kKCols = 2;    // GEMM tile: 8 rows x 2 columns
   static constexpr int kQ6Chain = 2;  // half a 16-element sub-block per chain
   static constexpr size_t kGroupBytes = 32, kHalfScaleBytes = 16;
 
@@ -81,16 +80,18 @@ struct KVec256 {
   static void store(float* p, F v) { _mm256_store_ps(p, v); }
 };
 
-// GEMV: two panels at once, as the Q4_0 / Q8_0 panels.
+// GEMV: two panels at once, as the Q4_0 / Q8_0 panels. GEMM tiles: 8 rows x
+// 2 columns (16 ymm registers).
 constexpr int kStreams = 2;
+constexpr int kCols = 2;
 
 }  // namespace
 
 void avx2::mat_q4_k_panel(const MatArgs& a) {
-  KPanelKernel<KVec256, Q4KPanel, kStreams>::run(a);
+  KPanelKernel<KVec256, Q4KPanel, kStreams, kCols>::run(a);
 }
 void avx2::mat_q6_k_panel(const MatArgs& a) {
-  KPanelKernel<KVec256, Q6KPanel, kStreams>::run(a);
+  KPanelKernel<KVec256, Q6KPanel, kStreams, kCols>::run(a);
 }
 
 }  // namespace tessera::cpu

@@ -18,7 +18,6 @@ struct KVec512 {
   using Acc = __m512i;  // 32-bit dot sums
   using Scale = __m512i;
   static constexpr int kRows = 16, kHalves = 1;
-  static constexpr int kKCols = 4;    // GEMM tile: 16 rows x 4 columns
   static constexpr int kQ6Chain = 4;  // a whole 16-element sub-block per chain
   static constexpr size_t kGroupBytes = 64, kHalfScaleBytes = 32;
 
@@ -83,16 +82,20 @@ struct KVec512 {
   static void store(float* p, F v) { _mm512_store_ps(p, v); }
 };
 
-// GEMV: four panels at once, as the Q4_0 / Q8_0 panels.
+// GEMV: four panels at once, as the Q4_0 / Q8_0 panels. GEMM tiles: 16 rows
+// x 8 columns for Q4_K (TinyLlama-shape pp512 with this tier forced, 2
+// threads, alternating: 267-271 tok/s, 257-258 at 4 columns), 4 for Q6_K
+// (whose 4 sums per column and sub-block pair would not fit 8 columns).
 constexpr int kStreams = 4;
+constexpr int kQ4KCols = 8, kQ6KCols = 4;
 
 }  // namespace
 
 void avx512::mat_q4_k_panel(const MatArgs& a) {
-  KPanelKernel<KVec512, Q4KPanel, kStreams>::run(a);
+  KPanelKernel<KVec512, Q4KPanel, kStreams, kQ4KCols>::run(a);
 }
 void avx512::mat_q6_k_panel(const MatArgs& a) {
-  KPanelKernel<KVec512, Q6KPanel, kStreams>::run(a);
+  KPanelKernel<KVec512, Q6KPanel, kStreams, kQ6KCols>::run(a);
 }
 
 }  // namespace tessera::cpu

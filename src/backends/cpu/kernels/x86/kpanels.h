@@ -200,8 +200,8 @@ struct Q6KPanel {
 inline constexpr int64_t kKSliceBlocks = 8;
 
 // The kernel over panels: GEMV in groups of kStreams panels, GEMM in tiles of
-// one panel (both halves on avx2, one after the other) x V::kKCols columns.
-template <class V, template <class> class P, int kStreams>
+// one panel (both halves on avx2, one after the other) x kCols columns.
+template <class V, template <class> class P, int kStreams, int kCols>
 struct KPanelKernel {
   using Fmt = P<V>;
   using F = typename V::F;
@@ -291,14 +291,14 @@ struct KPanelKernel {
 
   // Panels [p0, p1), every column: K slices, then panels, then column tiles.
   static void gemm(const MatArgs& a, int64_t p0, int64_t p1) {
-    static constexpr auto kTiles = make_tiles(std::make_index_sequence<V::kKCols>{});
+    static constexpr auto kTiles = make_tiles(std::make_index_sequence<kCols>{});
     const int64_t nb = a.k / kQKK;
-    const int64_t slice = a.cols > V::kKCols ? kKSliceBlocks : nb;
+    const int64_t slice = a.cols > kCols ? kKSliceBlocks : nb;
     for (int64_t b0 = 0; b0 < nb; b0 += slice) {
       const int64_t b1 = min_i64(nb, b0 + slice);
       for (int64_t p = p0; p < p1; ++p) {
-        for (int64_t c0 = 0; c0 < a.cols; c0 += V::kKCols) {
-          const auto nc = static_cast<size_t>(min_i64(a.cols - c0, V::kKCols));
+        for (int64_t c0 = 0; c0 < a.cols; c0 += kCols) {
+          const auto nc = static_cast<size_t>(min_i64(a.cols - c0, kCols));
           kTiles.at[nc - 1](a, p, b0, b1, c0);
         }
       }
