@@ -7,6 +7,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,13 +38,21 @@ class ChatRenderer {
                const std::string& builtin_name = {});
 
   // The prompt text for `messages`; a leading BOS is left to the tokenizer.
+  // Messages take OpenAI's shapes: content a string, an array of text parts
+  // (joined) or null; other fields (name, tool_calls) go to the template.
   // Throws ChatError.
   std::string render(const nlohmann::json& messages, bool add_generation_prompt) const;
+  // The prompt's tokens: the template's own markers become special tokens,
+  // the text of the messages never does (a user typing "</s>" gets text).
+  std::vector<TokenId> tokenize(const nlohmann::json& messages, bool add_generation_prompt,
+                                const Tokenizer& tokenizer) const;
 
   // The built-in templates' names, comma-separated (for --help).
   static std::string builtin_names();
 
  private:
+  std::string apply(const nlohmann::json& messages, bool add_generation_prompt) const;
+
   std::shared_ptr<const ChatTemplate> template_;
   std::string bos_, eos_;
 };

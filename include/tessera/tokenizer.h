@@ -55,6 +55,12 @@ enum class TokenizerModel {
   kBpe,  // tokenizer.ggml.model = "gpt2"
 };
 
+// Bytes [begin, begin + size) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t size = 0;
+};
+
 struct DetokenizeOptions {
   // Drop a leading BOS when the model adds one, and a trailing EOS likewise.
   bool remove_special = false;
@@ -88,6 +94,11 @@ class Tokenizer {
   // tokens are always split out, as in llama.cpp and HF tokenizers.
   std::vector<TokenId> tokenize(std::string_view text, bool add_special,
                                 bool parse_special = false) const;
+  // As above, but no special token is taken from a match that overlaps one
+  // of `plain` (sorted, not overlapping): those bytes are text whatever
+  // they spell. Elsewhere the tokens are those of the call above.
+  std::vector<TokenId> tokenize(std::string_view text, bool add_special, bool parse_special,
+                                std::span<const TextRange> plain) const;
 
   // Ids to text. Throws Error(kInvalidArgument) naming the first id outside
   // [0, n_vocab). With a space prefix (llama), the first rendered piece loses

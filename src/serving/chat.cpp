@@ -9,17 +9,64 @@
 namespace tessera::serving {
 namespace {
 
-void check_messages(const nlohmann::json& messages) {
+// The messages as templates expect them: content a string. OpenAI's shapes
+// are accepted: content as an array of text parts (joined), null content
+// (an assistant turn with tool_calls), name fields (kept).
+nlohmann::json normalize(const nlohmann::json& messages) {
   if (!messages.is_array() || messages.empty()) throw ChatError("'messages' must be a non-empty array");
+  nlohmann::json out = nlohmann::json::array();
   for (const nlohmann::json& m : messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       throw ChatError("each message must be an object with a string 'role'");
     }
+    nlohmann::json msg = m;
     const auto c = m.find("content");
-    if (c != m.end() && !c->is_string() && !c->is_null() && !c->is_array()) {
+    if (c == m.end() || c->is_null()) {
+      msg["content"] = "";
+    } else if (c->is_array()) {
+      std::string text;
+      for (const nlohmann::json& part : *c) {
+        const std::string type = part.is_object() ? part.value("type", "") : "";
+        if (type == "text" && part.contains("text") && part["text"].is_string()) {
+          text += part["text"].get<std::string>();
+        } else if (type == "image_url" || type == "input_image" || type == "input_audio") {
+          throw ChatError(fmt::format("a '{}' content part needs a vision or audio model; this server "
+                                      "takes text only", type));
+        } else {
+          throw ChatError("a content part must be {\"type\": \"text\", \"text\": \"...\"}");
+        }
+      }
+      msg["content"] = std::move(text);
+    } else if (!c->is_string()) {
       throw ChatError("a message's 'content' must be a string, an array of parts or null");
     }
+    out.push_back(std::move(msg));
   }
+  return out;
+}
+
+// Where each message's content sits in the render, in order: those bytes
+// are the client's text, never control tokens.
+std::vector<TextRange> content_ranges(const std::string& text, const nlohmann::json& messages) {
+  std::vector<TextRange> ranges;
+  size_t from = 0;
+  for (const nlohmann::json& m : messages) {
+    const std::string& content = m["content"].get_ref<const std::string&>();
+    if (content.empty()) continue;
+    size_t at = text.find(content, from);
+    size_t size = content.size();
+    if (at == std::string::npos) {  // templates often trim the content
+      const size_t b = content.find_first_not_of(" \t\n\r");
+      const size_t e = content.find_last_not_of(" \t\n\r");
+      if (b == std::string::npos) continue;
+      at = text.find(std::string_view(content).substr(b, e + 1 - b), from);
+      size = e + 1 - b;
+    }
+    if (at == std::string::npos) continue;
+    ranges.push_back({at, size});
+    from = at + size;
+  }
+  return ranges;
 }
 
 }  // namespace
@@ -48,8 +95,20 @@ ChatRenderer::ChatRenderer(const gguf::File& file, const Tokenizer& tokenizer,
   eos_ = piece(tokenizer.eos());
 }
 
+std::vector<TokenId> ChatRenderer::tokenize(const nlohmann::json& messages, bool add_generation_prompt,
+                                           const Tokenizer& tokenizer) const {
+  const nlohmann::json normal = normalize(messages);
+  const std::string text = apply(normal, add_generation_prompt);
+  // BOS is the tokenizer's to add (the render has none, as llama.cpp does);
+  // the template's own markers are special tokens, the messages' text never.
+  return tokenizer.tokenize(text, true, true, content_ranges(text, normal));
+}
+
 std::string ChatRenderer::render(const nlohmann::json& messages, bool add_generation_prompt) const {
-  check_messages(messages);
+  return apply(normalize(messages), add_generation_prompt);
+}
+
+std::string ChatRenderer::apply(const nlohmann::json& messages, bool add_generation_prompt) const {
   ChatTemplateInputs in;
   in.add_generation_prompt = add_generation_prompt;
   in.bos_token = bos_;

@@ -1,6 +1,8 @@
 #include "tessera/tokenizer.h"
 
+#include <algorithm>
 #include <optional>
+#include <span>
 
 #include "tessera/error.h"
 #include "tessera/gguf.h"
@@ -69,9 +71,18 @@ struct Tokenizer::Impl {
     size_t size;
   };
 
+  // Whether [at, at + n) overlaps a range of `plain` (sorted).
+  static bool overlaps(std::span<const TextRange> plain, size_t at, size_t n) {
+    const auto it = std::upper_bound(plain.begin(), plain.end(), at, [](size_t x, const TextRange& r) {
+      return x < r.begin + r.size;
+    });
+    return it != plain.end() && it->begin < at + n;
+  }
+
   // Splits special tokens out of `text`, longest first, as llama.cpp does:
   // each token splits every remaining text fragment at its occurrences.
-  std::vector<Fragment> partition(std::string_view text, bool parse_special) const {
+  std::vector<Fragment> partition(std::string_view text, bool parse_special,
+                                  std::span<const TextRange> plain = {}) const {
     std::vector<Fragment> frags;
     if (text.empty()) return frags;
     frags.push_back({kNoToken, 0, text.size()});
@@ -91,6 +102,14 @@ struct Tokenizer::Impl {
         size_t pos = 0;
         for (size_t hit = body.find(special); hit != std::string_view::npos;
              hit = body.find(special, pos)) {
+          if (type != TokenType::kUserDefined && overlaps(plain, f.begin + hit, special.size())) {
+            hit = body.find(special, hit + 1);  // text here: look past it
+            while (hit != std::string_view::npos &&
+                   overlaps(plain, f.begin + hit, special.size())) {
+              hit = body.find(special, hit + 1);
+            }
+            if (hit == std::string_view::npos) break;
+          }
           if (hit > pos) next.push_back({kNoToken, f.begin + pos, hit - pos});
           next.push_back({id, 0, 0});
           pos = hit + special.size();
@@ -131,13 +150,18 @@ size_t Tokenizer::n_vocab() const {
 
 std::vector<TokenId> Tokenizer::tokenize(std::string_view text, bool add_special,
                                          bool parse_special) const {
+  return tokenize(text, add_special, parse_special, {});
+}
+
+std::vector<TokenId> Tokenizer::tokenize(std::string_view text, bool add_special, bool parse_special,
+                                         std::span<const TextRange> plain) const {
   const Vocab& v = impl_->vocab;
   std::vector<TokenId> out;
   out.reserve(text.size() / 2 + 2);
   if (add_special && v.add_bos) out.push_back(v.bos);
   bool after_special = true;  // SPM: a text fragment at the start or after a token gets a space
   std::string buffer;
-  for (const Impl::Fragment& f : impl_->partition(text, parse_special)) {
+  for (const Impl::Fragment& f : impl_->partition(text, parse_special, plain)) {
     if (f.token != kNoToken) {
       out.push_back(f.token);
       after_special = true;

@@ -9,6 +9,7 @@
 
 #include "models/model_test_util.h"
 #include "serving/text_stream.h"
+#include "tessera/chat.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
 #include "tessera/model.h"
@@ -302,6 +303,33 @@ TEST_F(GeneratorTest, AThreadedGeneratorServesRequestsFromOtherThreads) {
   }
   EXPECT_EQ(text, want);
   g.shutdown();
+}
+
+TEST_F(GeneratorTest, TextInMessagesNeverBecomesControlTokens) {
+  // ChatML's markers are text to this vocabulary; its </s> is a control
+  // token (EOS). A user who types "</s>" gets the text, the template's own
+  // markers stay what they are.
+  const ChatRenderer chat(model_->file(), *tok_, "llama2");
+  const nlohmann::json messages = {{{"role", "user"}, {"content", "Say </s> and <s> now"}}};
+  const std::string text = chat.render(messages, true);
+  ASSERT_NE(text.find("</s>"), std::string::npos) << text;
+  const std::vector<TokenId> loose = tok_->tokenize(text, true, true);
+  const std::vector<TokenId> safe = chat.tokenize(messages, true, *tok_);
+  auto count = [](const std::vector<TokenId>& v, TokenId t) { return std::count(v.begin(), v.end(), t); };
+  EXPECT_GT(count(loose, tok_->eos()), 0) << "the check needs a render where </s> would parse";
+  EXPECT_EQ(count(safe, tok_->eos()), 0);
+  EXPECT_EQ(count(safe, tok_->bos()), 1);  // only the tokenizer's own
+  // Where nothing was typed that spells a control token, the tokens are the same.
+  const nlohmann::json plain = {{{"role", "system"}, {"content", "Be brief."}},
+                                {{"role", "user"}, {"content", "Tell a story."}}};
+  EXPECT_EQ(chat.tokenize(plain, true, *tok_), tok_->tokenize(chat.render(plain, true), true, true));
+  // OpenAI's shapes: text parts are joined, null content is empty.
+  const nlohmann::json parts = {{{"role", "user"},
+                                 {"content", {{{"type", "text"}, {"text", "Tell a "}},
+                                              {{"type", "text"}, {"text", "story."}}}}}};
+  EXPECT_EQ(chat.render(parts, true), chat.render({{{"role", "user"}, {"content", "Tell a story."}}}, true));
+  EXPECT_THROW(chat.render({{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}, true), ChatError);
+  EXPECT_NO_THROW(chat.render({{{"role", "user"}, {"content", nullptr}}}, true));
 }
 
 }  // namespace

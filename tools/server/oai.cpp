@@ -13,6 +13,16 @@ namespace {
 
 using nlohmann::json;
 
+constexpr int kMaxDepth = 64;
+constexpr size_t kMaxTokenizeTokens = size_t{1} << 16;
+
+// At most 100 characters of a client's value, for error messages.
+std::string excerpt(const json& v) {
+  std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (s.size() > 100) s = s.substr(0, 100) + "...";
+  return s;
+}
+
 // body[key] as a number in [lo, hi], or `fallback` when absent or null.
 double number(const json& body, const char* key, double lo, double hi, double fallback) {
   const auto it = body.find(key);
@@ -20,7 +30,7 @@ double number(const json& body, const char* key, double lo, double hi, double fa
   if (!it->is_number()) bad_request("'{}' must be a number, found {}", key, it->type_name());
   const double v = it->get<double>();
   if (!std::isfinite(v) || v < lo || v > hi) {
-    bad_request("'{}' must be in [{}, {}], found {}", key, lo, hi, it->dump());
+    bad_request("'{}' must be in [{}, {}], found {}", key, lo, hi, excerpt(*it));
   }
   return v;
 }
@@ -28,7 +38,7 @@ double number(const json& body, const char* key, double lo, double hi, double fa
 int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t fallback) {
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return fallback;
-  if (!it->is_number_integer()) bad_request("'{}' must be an integer, found {}", key, it->dump());
+  if (!it->is_number_integer()) bad_request("'{}' must be an integer, found {}", key, excerpt(*it));
   const auto v = it->get<int64_t>();
   if (v < lo || v > hi) bad_request("'{}' must be in [{}, {}], found {}", key, lo, hi, v);
   return v;
@@ -37,7 +47,7 @@ int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64
 bool boolean(const json& body, const char* key, bool fallback) {
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return fallback;
-  if (!it->is_boolean()) bad_request("'{}' must be true or false, found {}", key, it->dump());
+  if (!it->is_boolean()) bad_request("'{}' must be true or false, found {}", key, excerpt(*it));
   return it->get<bool>();
 }
 
@@ -79,9 +89,61 @@ std::vector<TokenId> chat_prompt(const json& body, const Tokenizer& tokenizer,
   if (it == body.end() || !it->is_array() || it->empty()) {
     bad_request("'messages' must be a non-empty array");
   }
-  // Special tokens in the render are parsed as such; BOS is the tokenizer's
-  // to add (the renderer strips a leading one), as llama.cpp does.
-  return tokenizer.tokenize(renderer.render(*it, true), true, true);
+  return renderer.tokenize(*it, true, tokenizer);
+}
+
+// Fields that would change the output but are not implemented: a 400
+// naming the field, never silently ignored.
+void refuse_unimplemented(const json& body) {
+  static constexpr const char* kRefused[] = {"tools", "tool_choice", "functions", "function_call",
+                                             "grammar", "json_schema", "audio"};
+  for (const char* key : kRefused) {
+    if (const auto it = body.find(key); it != body.end() && !it->is_null()) {
+      bad_request("'{}' is not supported by this server yet", key);
+    }
+  }
+  if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
+    if (!it->is_object() || it->value("type", json()) != "text") {
+      bad_request("'response_format' other than {{\"type\": \"text\"}} is not supported by this server yet");
+    }
+  }
+  if (const auto it = body.find("modalities"); it != body.end() && !it->is_null() &&
+                                               *it != json::array({"text"})) {
+    bad_request("'modalities' other than [\"text\"] is not supported");
+  }
+  if (integer(body, "best_of", 1, 1 << 20, 1) != 1) bad_request("'best_of' must be 1");
+  if (boolean(body, "echo", false)) bad_request("'echo' is not supported by this server yet");
+  if (const auto it = body.find("suffix"); it != body.end() && !it->is_null() &&
+                                           !(it->is_string() && it->get<std::string>().empty())) {
+    bad_request("'suffix' is not supported by this server yet");
+  }
+}
+
+// OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
+std::vector<std::pair<int32_t, float>> logit_bias(const json& body, size_t n_vocab) {
+  std::vector<std::pair<int32_t, float>> out;
+  const auto it = body.find("logit_bias");
+  if (it == body.end() || it->is_null()) return out;
+  if (!it->is_object()) bad_request("'logit_bias' must be an object of token id -> bias");
+  if (it->size() > 1024) bad_request("'logit_bias' holds {} tokens, at most 1024", it->size());
+  for (const auto& [key, value] : it->items()) {
+    size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(key, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != key.size() || id < 0 || id >= static_cast<long long>(n_vocab)) {
+      bad_request("'logit_bias' key '{}' is not a token id in [0, {})", key.substr(0, 100), n_vocab);
+    }
+    if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < -100 ||
+        value.get<double>() > 100) {
+      bad_request("'logit_bias' of token {} must be a number in [-100, 100], found {}", id, excerpt(value));
+    }
+    out.emplace_back(static_cast<int32_t>(id), value.get<float>());
+  }
+  return out;
 }
 
 std::string random_id(const char* prefix) {
@@ -149,10 +211,18 @@ json logprobs_json(const std::vector<const serving::Event*>& events, bool chat) 
 
 json parse_body(const std::string& text) {
   json body;
+  // Nesting is bounded while parsing, before any code (which may recurse)
+  // sees the value.
+  const json::parser_callback_t depth = [](int d, json::parse_event_t, json&) {
+    if (d > kMaxDepth) throw HttpError(400, fmt::format("the JSON nests deeper than {} levels", kMaxDepth));
+    return true;
+  };
   try {
-    body = json::parse(text);
+    body = json::parse(text, depth);
   } catch (const json::parse_error& e) {
-    throw HttpError(400, fmt::format("the body is not valid JSON: {}", e.what()));
+    const std::string what = e.what();
+    throw HttpError(400, fmt::format("the body is not valid JSON: {}",
+                                     what.size() > 200 ? what.substr(0, 200) + "..." : what));
   }
   if (!body.is_object()) throw HttpError(400, "the body must be a JSON object");
   return body;
@@ -173,7 +243,8 @@ std::vector<TokenId> token_ids(const json& v, const char* field, size_t n_vocab)
   return ids;
 }
 
-serving::GenerationParams parse_generation(const json& body, bool chat) {
+serving::GenerationParams parse_generation(const json& body, bool chat, size_t n_vocab) {
+  refuse_unimplemented(body);
   serving::GenerationParams p;
   constexpr int64_t kMaxTokens = int64_t{1} << 24;
   int64_t max_tokens = integer(body, "n_predict", -1, kMaxTokens, -1);
@@ -195,6 +266,7 @@ serving::GenerationParams parse_generation(const json& body, bool chat) {
   s.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0.0, 10.0, 1.0));
   s.repeat_last_n = static_cast<int32_t>(integer(body, "repeat_last_n", -1, 1 << 20, 64));
   s.seed = static_cast<uint32_t>(integer(body, "seed", -1, std::numeric_limits<uint32_t>::max(), -1));
+  s.logit_bias = logit_bias(body, n_vocab);
   p.ignore_eos = boolean(body, "ignore_eos", false);
   p.cache_prompt = boolean(body, "cache_prompt", true);
   if (integer(body, "n", 1, 1, 1) != 1) bad_request("'n' must be 1");
@@ -216,7 +288,7 @@ CompletionRequest parse_completion(const json& body, bool chat, const Tokenizer&
                                    const serving::ChatRenderer& renderer) {
   CompletionRequest r;
   r.chat = chat;
-  r.params = parse_generation(body, chat);
+  r.params = parse_generation(body, chat, tokenizer.n_vocab());
   r.stream = boolean(body, "stream", false);
   if (const auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
     r.include_usage = boolean(*it, "include_usage", false);
@@ -237,7 +309,10 @@ const char* finish_reason_json(serving::FinishReason r) {
   switch (r) {
     case serving::FinishReason::kLength:
       return "length";
-    default:  // end of text, a stop string; at shutdown the text so far is whole
+    case serving::FinishReason::kShutdown:  // cut short: a client can tell it from an end
+    case serving::FinishReason::kCancelled:
+      return "abort";
+    default:  // the end of the text, a stop string
       return "stop";
   }
 }
@@ -320,10 +395,47 @@ json timings_json(const serving::Event& e) {
           {"predicted_per_second", e.gen_ms > 0 ? 1000.0 * double(e.n_gen) / e.gen_ms : 0.0}};
 }
 
+TokenizeRequest parse_tokenize(const json& body) {
+  TokenizeRequest t;
+  const auto c = body.find("content");
+  if (c == body.end() || !c->is_string()) bad_request("'content' must be a string");
+  t.content = c->get<std::string>();
+  t.add_special = boolean(body, "add_special", false);
+  t.with_pieces = boolean(body, "with_pieces", false);
+  return t;
+}
+
+json tokenize_response(const std::vector<TokenId>& ids, bool with_pieces, const Tokenizer& tokenizer) {
+  if (ids.size() > kMaxTokenizeTokens) {
+    throw HttpError(413, fmt::format("the text has {} tokens; /tokenize returns at most {}", ids.size(),
+                                     kMaxTokenizeTokens));
+  }
+  json tokens = json::array();
+  for (TokenId id : ids) {
+    if (with_pieces) {
+      tokens.push_back({{"id", id}, {"piece", tokenizer.token_to_piece(id)}});
+    } else {
+      tokens.push_back(id);
+    }
+  }
+  return {{"tokens", std::move(tokens)}};
+}
+
+json detokenize_response(const std::vector<TokenId>& ids, const Tokenizer& tokenizer) {
+  if (ids.size() > kMaxTokenizeTokens) {
+    throw HttpError(413, fmt::format("'tokens' holds {} ids; /detokenize takes at most {}", ids.size(),
+                                     kMaxTokenizeTokens));
+  }
+  return {{"content", tokenizer.detokenize(ids)}};
+}
+
 EmbeddingRequest parse_embeddings(const json& body, const Tokenizer& tokenizer) {
   EmbeddingRequest r;
   const auto in = body.find("input");
   if (in == body.end()) bad_request("'input' is required");
+  if (const auto d = body.find("dimensions"); d != body.end() && !d->is_null()) {
+    bad_request("'dimensions' is not supported: the vectors have the model's n_embd");
+  }
   auto one = [&](const json& v) {
     if (v.is_string()) {
       if (v.get<std::string>().empty()) bad_request("'input' strings must not be empty");

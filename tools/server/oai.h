@@ -15,7 +15,8 @@
 
 namespace tessera::server {
 
-// The body as a JSON object (a 400 otherwise).
+// The body as a JSON object (a 400 otherwise, and for nesting deeper than
+// 64 levels, refused while parsing).
 nlohmann::json parse_body(const std::string& body);
 
 // /v1/completions and /v1/chat/completions.
@@ -34,7 +35,10 @@ CompletionRequest parse_completion(const nlohmann::json& body, bool chat, const 
 // top_k, min_p, seed, stop, presence_penalty, frequency_penalty,
 // repeat_penalty, repeat_last_n, ignore_eos, cache_prompt, n (only 1),
 // logprobs / top_logprobs.
-serving::GenerationParams parse_generation(const nlohmann::json& body, bool chat);
+// logit_bias ({"id": -100..100}; ids below n_vocab). Fields that would
+// change the output but are not implemented (tools, response_format other
+// than text, grammar, json_schema, best_of > 1, echo, suffix, ...) are 400s.
+serving::GenerationParams parse_generation(const nlohmann::json& body, bool chat, size_t n_vocab);
 
 // What every response and chunk of one request carries.
 struct ResponseHead {
@@ -46,7 +50,8 @@ struct ResponseHead {
 };
 ResponseHead response_head(const CompletionRequest& r, const std::string& model);
 
-// "stop" or "length" as OpenAI spells them.
+// "stop", "length" as OpenAI spells them; "abort" for a request cut short
+// (the server shutting down), so a client can tell it from a natural end.
 const char* finish_reason_json(serving::FinishReason r);
 
 // The whole response of a non-streamed request from its events in order.
@@ -62,6 +67,17 @@ nlohmann::json usage_chunk(const ResponseHead& h, const serving::Event& last);
 // The usage object and llama.cpp's timings of a finished request.
 nlohmann::json usage_json(const serving::Event& last);
 nlohmann::json timings_json(const serving::Event& last);
+
+// /tokenize and /detokenize: at most 65536 tokens out (a 413 past that).
+struct TokenizeRequest {
+  std::string content;
+  bool add_special = false;
+  bool with_pieces = false;
+};
+TokenizeRequest parse_tokenize(const nlohmann::json& body);
+nlohmann::json tokenize_response(const std::vector<TokenId>& ids, bool with_pieces,
+                                 const Tokenizer& tokenizer);
+nlohmann::json detokenize_response(const std::vector<TokenId>& ids, const Tokenizer& tokenizer);
 
 // /v1/embeddings: a string, token ids, or an array of either (at most 256).
 struct EmbeddingRequest {

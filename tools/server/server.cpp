@@ -1,15 +1,12 @@
 #include "server/server.h"
 
-#include <httplib.h>
-
-#include <atomic>
 #include <chrono>
 #include <ctime>
 #include <mutex>
-#include <thread>
 
 #include <fmt/format.h>
 
+#include "server/http.h"
 #include "server/http_error.h"
 #include "server/metrics.h"
 #include "server/oai.h"
@@ -21,39 +18,49 @@ namespace tessera::server {
 namespace {
 
 using nlohmann::json;
-using Handler = std::function<void(const httplib::Request&, httplib::Response&)>;
+using Handler = std::function<void(const HttpRequest&, HttpResponse&, HttpConnection&)>;
 
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-void send_json(httplib::Response& res, const json& j, int status = 200) {
+void send_json(HttpResponse& res, const json& j, int status = 200) {
   res.status = status;
-  res.set_content(dump(j), "application/json");
+  res.content_type = "application/json";
+  res.body = dump(j);
 }
 
-void send_error(httplib::Response& res, const HttpError& e) { send_json(res, e.to_json(), e.status()); }
+void send_error(HttpResponse& res, const HttpError& e) { send_json(res, e.to_json(), e.status()); }
 
 // A handler whose every exception becomes an error object.
 Handler guarded(Handler fn) {
-  return [fn = std::move(fn)](const httplib::Request& req, httplib::Response& res) {
+  return [fn = std::move(fn)](const HttpRequest& req, HttpResponse& res, HttpConnection& c) {
     try {
-      fn(req, res);
+      fn(req, res, c);
     } catch (...) {
+      res = HttpResponse{};
       send_error(res, to_http_error(std::current_exception()));
     }
   };
 }
 
+bool loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "localhost" || host == "::1";
+}
+
+// The host part of a Host header ("[::1]:8080" -> "[::1]", "a:80" -> "a").
+std::string host_name(const std::string& host) {
+  if (!host.empty() && host[0] == '[') return host.substr(0, host.find(']') + 1);
+  return host.substr(0, host.find(':'));
+}
+
 }  // namespace
 
 struct Server::Impl {
+  explicit Impl(ServerOptions o)
+      : options(std::move(o)),
+        http({.max_body_bytes = options.max_body_bytes, .workers = options.http_threads}) {}
+
   ServerOptions options;
-  httplib::Server http;
-  // httplib's stop() does nothing until its listen loop has begun, so a
-  // stop() that came first (a model that fails to load at once) left
-  // listen() serving forever. listen() and stop() meet under this mutex.
-  std::mutex listen_mutex;
-  bool listening = false, stopped = false;
-  std::atomic<bool> listen_returned{false};
+  HttpServer http;
   std::atomic<bool> ready{false};
   std::mutex state_mutex;
   std::string load_error;
@@ -67,28 +74,39 @@ struct Server::Impl {
     if (!ready.load()) throw HttpError(503, "the model is loading");
   }
 
-  void complete(const httplib::Request& req, httplib::Response& res, bool chat_api) {
+  void complete(const HttpRequest& req, HttpResponse& res, HttpConnection& conn, bool chat_api) {
     require_ready();
     CompletionRequest c = parse_completion(parse_body(req.body), chat_api, *tokenizer, *chat);
     const ResponseHead head = response_head(c, options.model_name);
     auto events = std::make_shared<serving::EventQueue>();
     auto r = std::make_shared<serving::Request>(std::move(c.prompt), std::move(c.params), events->sink());
     generator->submit(r);
-    if (c.stream) {
-      send_event_stream(res, {.request = r, .events = events, .head = head, .include_usage = c.include_usage});
-      return;
-    }
+    // Until the first event (the prompt may wait for a slot): a client that
+    // leaves cancels its request; one refused at shutdown gets a 503.
     std::vector<serving::Event> got;
-    while (got.empty() || !got.back().done) {
-      if (std::optional<serving::Event> e = events->pop(std::chrono::milliseconds(1000))) {
+    auto checked = std::chrono::steady_clock::now();
+    while (got.empty() || (!c.stream && !got.back().done)) {
+      if (std::optional<serving::Event> e = events->pop(std::chrono::milliseconds(50))) {
         got.push_back(std::move(*e));
       }
+      if (std::chrono::steady_clock::now() - checked < std::chrono::milliseconds(50)) continue;
+      checked = std::chrono::steady_clock::now();
+      if (conn.gone()) {
+        r->cancel();
+        return;
+      }
     }
-    if (got.back().finish == serving::FinishReason::kError) throw HttpError(500, got.back().error);
-    send_json(res, completion_response(head, got));
+    const serving::Event& last = got.back();
+    if (last.done && last.finish == serving::FinishReason::kShutdown && !last.error.empty()) {
+      throw HttpError(503, last.error);
+    }
+    if (last.done && last.finish == serving::FinishReason::kError) throw HttpError(500, last.error);
+    if (!c.stream) return send_json(res, completion_response(head, got));
+    send_event_stream(res, {.request = r, .events = events, .head = head,
+                            .include_usage = c.include_usage, .first = std::move(got.front())});
   }
 
-  void embeddings(const httplib::Request& req, httplib::Response& res) {
+  void embeddings(const HttpRequest& req, HttpResponse& res) {
     require_ready();
     const EmbeddingRequest e = parse_embeddings(parse_body(req.body), *tokenizer);
     std::vector<std::vector<float>> vectors;
@@ -96,26 +114,14 @@ struct Server::Impl {
     send_json(res, embeddings_response(e, vectors, options.model_name));
   }
 
-  void tokenize(const httplib::Request& req, httplib::Response& res) {
+  void tokenize(const HttpRequest& req, HttpResponse& res) {
     require_ready();
-    const json body = parse_body(req.body);
-    const auto c = body.find("content");
-    if (c == body.end() || !c->is_string()) bad_request("'content' must be a string");
-    const bool special = body.value("add_special", false);
-    const bool with_pieces = body.value("with_pieces", false);
-    const std::vector<TokenId> ids = tokenizer->tokenize(c->get<std::string>(), special, true);
-    json tokens = json::array();
-    for (TokenId id : ids) {
-      if (with_pieces) {
-        tokens.push_back({{"id", id}, {"piece", tokenizer->token_to_piece(id)}});
-      } else {
-        tokens.push_back(id);
-      }
-    }
-    send_json(res, {{"tokens", tokens}});
+    const TokenizeRequest t = parse_tokenize(parse_body(req.body));
+    const std::vector<TokenId> ids = tokenizer->tokenize(t.content, t.add_special, true);
+    send_json(res, tokenize_response(ids, t.with_pieces, *tokenizer));
   }
 
-  void models(httplib::Response& res) {
+  void models(HttpResponse& res) {
     require_ready();
     send_json(res, {{"object", "list"},
                     {"data",
@@ -131,85 +137,108 @@ struct Server::Impl {
                                      {"size", info.size_bytes}}}}})}});
   }
 
-  void health(httplib::Response& res) {
+  void health(HttpResponse& res) {
     std::lock_guard lock(state_mutex);
     if (!load_error.empty()) throw HttpError(503, "the model failed to load: " + load_error);
     require_ready();
     send_json(res, {{"status", "ok"}});
   }
 
-  void routes() {
-    // The chat page; like /health it needs no API key (the page asks for one).
-    http.Get("/", [](const httplib::Request&, httplib::Response& res) {
-      res.set_header("Content-Security-Policy",
-                     "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-                     "img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'");
-      res.set_header("X-Content-Type-Options", "nosniff");
-      res.set_content(chat_page().data(), chat_page().size(), "text/html; charset=utf-8");
-    });
-    http.Get("/health", guarded([this](const httplib::Request&, httplib::Response& res) { health(res); }));
-    const Handler list = guarded([this](const httplib::Request&, httplib::Response& res) { models(res); });
-    const Handler text = guarded([this](const auto& q, auto& s) { complete(q, s, false); });
-    const Handler chat_text = guarded([this](const auto& q, auto& s) { complete(q, s, true); });
-    const Handler embed = guarded([this](const auto& q, auto& s) { embeddings(q, s); });
-    for (const char* prefix : {"/v1", ""}) {
-      const std::string p = prefix;
-      http.Get(p + "/models", list);
-      http.Post(p + "/completions", text);
-      http.Post(p + "/chat/completions", chat_text);
-      http.Post(p + "/embeddings", embed);
-    }
-    http.Post("/tokenize", guarded([this](const auto& q, auto& s) { tokenize(q, s); }));
-    http.Post("/detokenize", guarded([this](const httplib::Request& req, httplib::Response& res) {
-      require_ready();
-      const json body = parse_body(req.body);
-      const auto t = body.find("tokens");
-      if (t == body.end()) bad_request("'tokens' must be an array of token ids");
-      send_json(res, {{"content", tokenizer->detokenize(token_ids(*t, "tokens", tokenizer->n_vocab()))}});
-    }));
-    http.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& res) {
-      require_ready();
-      res.set_content(prometheus_text(generator->metrics()), "text/plain; version=0.0.4");
-    }));
+  static void page(HttpResponse& res) {
+    res.headers = {{"Content-Security-Policy",
+                    "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                    "img-src data:; connect-src 'self'; base-uri 'none'; form-action 'none'"},
+                   {"X-Content-Type-Options", "nosniff"}};
+    res.content_type = "text/html; charset=utf-8";
+    res.body.assign(chat_page().data(), chat_page().size());
   }
 
-  bool authorized(const httplib::Request& req) const {
-    if (options.api_key.empty() || req.path == "/health" || req.path == "/") return true;
-    return req.get_header_value("Authorization") == "Bearer " + options.api_key ||
-           req.get_header_value("X-Api-Key") == options.api_key;
+  void routes() {
+    auto quick = [this](const char* method, const char* path, Handler h) {
+      http.route(method, path, guarded(std::move(h)), /*quick=*/true);
+    };
+    auto worker = [this](const char* method, const std::string& path, Handler h) {
+      http.route(method, path, guarded(std::move(h)));
+    };
+    quick("GET", "/", [](const auto&, auto& res, auto&) { page(res); });
+    quick("GET", "/health", [this](const auto&, auto& res, auto&) { health(res); });
+    quick("GET", "/metrics", [this](const auto&, auto& res, auto&) {
+      require_ready();
+      res.content_type = "text/plain; version=0.0.4";
+      res.body = prometheus_text(generator->metrics());
+    });
+    for (const std::string p : {"/v1", ""}) {
+      quick("GET", (p + "/models").c_str(), [this](const auto&, auto& res, auto&) { models(res); });
+      worker("POST", p + "/completions", [this](const auto& q, auto& s, auto& c) { complete(q, s, c, false); });
+      worker("POST", p + "/chat/completions", [this](const auto& q, auto& s, auto& c) { complete(q, s, c, true); });
+      worker("POST", p + "/embeddings", [this](const auto& q, auto& s, auto&) { embeddings(q, s); });
+    }
+    worker("POST", "/tokenize", [this](const auto& q, auto& s, auto&) { tokenize(q, s); });
+    worker("POST", "/detokenize", [this](const auto& q, auto& s, auto&) {
+      require_ready();
+      const json body = parse_body(q.body);
+      const auto t = body.find("tokens");
+      if (t == body.end()) bad_request("'tokens' must be an array of token ids");
+      send_json(s, detokenize_response(token_ids(*t, "tokens", tokenizer->n_vocab()), *tokenizer));
+    });
+  }
+
+  bool origin_allowed(const std::string& origin) const {
+    for (const std::string& o : options.cors_origins) {
+      if (o == "*" || o == origin) return true;
+    }
+    return false;
+  }
+
+  // Before routing: the Host check (DNS rebinding), foreign origins, CORS
+  // preflight, the API key. True when it answered.
+  bool filter(const HttpRequest& req, HttpResponse& res) {
+    const std::string host = req.header("Host");
+    if (options.api_key.empty() && loopback(options.host) && !loopback(host_name(host)) &&
+        host_name(host) != "[::1]") {
+      send_error(res, HttpError(403, fmt::format("Host '{}' is not this server (a keyless server on "
+                                                 "{} answers only to localhost names)",
+                                                 host.substr(0, 100), options.host)));
+      return true;
+    }
+    const std::string origin = req.header("Origin");
+    if (!origin.empty() && origin != "http://" + host && !origin_allowed(origin)) {
+      send_error(res, HttpError(403, fmt::format("Origin '{}' is not allowed (--cors-origin)",
+                                                 origin.substr(0, 100))));
+      return true;
+    }
+    if (req.method == "OPTIONS") {  // a preflight from an allowed origin
+      res.status = 204;
+      res.headers = {{"Access-Control-Allow-Methods", "GET, POST, OPTIONS"},
+                     {"Access-Control-Allow-Headers", "Authorization, Content-Type, X-Api-Key"},
+                     {"Access-Control-Max-Age", "600"}};
+      return true;
+    }
+    if (options.api_key.empty() || req.path == "/health" || req.path == "/") return false;
+    if (req.header("Authorization") == "Bearer " + options.api_key ||
+        req.header("X-Api-Key") == options.api_key) {
+      return false;
+    }
+    send_error(res, HttpError(401, "invalid or missing API key (Authorization: Bearer KEY)"));
+    return true;
   }
 
   void hooks() {
-    http.set_payload_max_length(options.max_body_bytes);
-    http.set_tcp_nodelay(true);  // a streamed token goes out now, not after a delayed ACK
-    // An idle keep-alive connection holds its thread (and shutdown) this long.
-    http.set_keep_alive_timeout(1);
-    http.new_task_queue = [n = options.http_threads] {
-      return new httplib::ThreadPool(static_cast<size_t>(n));
-    };
-    http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (authorized(req)) return httplib::Server::HandlerResponse::Unhandled;
-      send_error(res, HttpError(401, "invalid or missing API key (Authorization: Bearer KEY)"));
-      return httplib::Server::HandlerResponse::Handled;
+    http.set_filter([this](const HttpRequest& req, HttpResponse& res) { return filter(req, res); });
+    http.set_error_body([](int status, const std::string& message) {
+      return dump(HttpError(status, message).to_json());
     });
-    // Errors httplib answers itself (unknown path, body too large, ...) get
-    // the error object too.
-    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
-      if (!res.body.empty()) return;
-      const std::string message =
-          res.status == 404   ? fmt::format("no endpoint {} {}", req.method, req.path)
-          : res.status == 413 ? "the body is larger than the server accepts"
-                              : fmt::format("HTTP {}", res.status);
-      res.set_content(dump(HttpError(res.status, message).to_json()), "application/json");
-    });
-    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-      send_error(res, to_http_error(ep));
+    http.set_response_headers([this](const HttpRequest& req, HttpResponse& res) {
+      const std::string origin = req.header("Origin");
+      if (!origin.empty() && origin_allowed(origin)) {
+        res.headers.emplace_back("Access-Control-Allow-Origin", origin);
+        res.headers.emplace_back("Vary", "Origin");
+      }
     });
   }
 };
 
-Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>()) {
-  impl_->options = std::move(options);
+Server::Server(ServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->hooks();
   impl_->routes();
 }
@@ -218,43 +247,14 @@ Server::~Server() { stop(); }
 
 int Server::bind() {
   Impl& s = *impl_;
-  if (s.options.port == 0) {
-    const int port = s.http.bind_to_any_port(s.options.host);
-    if (port <= 0) fail(ErrorCategory::kIo, "[serve] cannot bind {}:<any port>", s.options.host);
-    s.options.port = port;
-    return port;
-  }
-  if (!s.http.bind_to_port(s.options.host, s.options.port)) {
-    fail(ErrorCategory::kIo, "[serve --host {} --port {}] cannot bind: in use or not allowed",
-         s.options.host, s.options.port);
-  }
+  s.options.port = s.http.bind(s.options.host, s.options.port);
   return s.options.port;
 }
 
-void Server::listen() {
-  Impl& s = *impl_;
-  {
-    std::lock_guard lock(s.listen_mutex);
-    if (s.stopped) return;
-    s.listening = true;
-  }
-  s.http.listen_after_bind();
-  s.listen_returned.store(true, std::memory_order_release);
-}
+void Server::listen() { impl_->http.run(); }
 
 void Server::stop() {
-  if (!impl_) return;
-  Impl& s = *impl_;
-  {
-    std::lock_guard lock(s.listen_mutex);
-    s.stopped = true;
-    if (!s.listening) return;  // a later listen() returns at once
-  }
-  // listen() is in, or about to enter, httplib's loop: wait for the loop.
-  while (!s.http.is_running() && !s.listen_returned.load(std::memory_order_acquire)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  s.http.stop();
+  if (impl_) impl_->http.stop();
 }
 
 void Server::attach(const Tokenizer& tokenizer, serving::Generator& generator,

@@ -1,13 +1,16 @@
 // The HTTP side of `tessera serve`: OpenAI-compatible endpoints over the
-// serving core's Generator and Embedder, on cpp-httplib. The server listens
-// before the model is loaded (GET /health answers 503 until attach()),
-// checks the API key, bounds bodies, and answers every client mistake with
-// an OpenAI error object.
+// serving core's Generator and Embedder, on the HttpServer of http.h. The
+// server listens before the model is loaded (GET /health answers 503 until
+// attach()), checks the API key, the Host (a keyless server on a loopback
+// address answers only to localhost names: no DNS rebinding) and the Origin
+// (--cors-origin), and answers every client mistake with an OpenAI error
+// object.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tessera/chat.h"
 #include "tessera/embedder.h"
@@ -22,7 +25,10 @@ struct ServerOptions {
   std::string api_key;  // empty: none asked
   std::string model_name;
   size_t max_body_bytes = size_t{8} << 20;
-  int http_threads = 16;  // connections served at once (streams hold one each)
+  int http_threads = 16;  // requests handled at once (streams hold one each)
+  // Origins whose pages may call the API from a browser ("*": any); others
+  // are refused with 403. Same-origin requests (the chat page) always pass.
+  std::vector<std::string> cors_origins;
 };
 
 class Server {

@@ -1,8 +1,7 @@
 #include "server/sse.h"
 
-#include <httplib.h>
-
 #include <chrono>
+#include <optional>
 
 #include "server/http_error.h"
 
@@ -16,58 +15,65 @@ std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_hand
 // Writes to the client; a failed write (the client left) cancels the request.
 class Writer {
  public:
-  Writer(httplib::DataSink& sink, serving::Request& request) : sink_(sink), request_(request) {}
+  Writer(HttpConnection& conn, serving::Request& request) : conn_(conn), request_(request) {}
   bool data(const json& j) { return line("data: " + dump(j) + "\n\n"); }
   bool done() { return line("data: [DONE]\n\n"); }
   bool ping() { return line(": ping\n\n"); }
 
  private:
   bool line(const std::string& s) {
-    if (sink_.write(s.data(), s.size())) return true;
+    if (conn_.write(s)) return true;
     request_.cancel();
     return false;
   }
-  httplib::DataSink& sink_;
+  HttpConnection& conn_;
   serving::Request& request_;
 };
 
-// Everything after the opening chunk: events as they come, then the end.
-bool stream_events(Writer& out, const Stream& s) {
+// One event out; true while more may follow.
+bool send(Writer& out, const Stream& s, const serving::Event& e) {
+  if ((!e.text.empty() || !e.probs.empty()) && !out.data(text_chunk(s.head, e))) return false;
+  if (!e.done) return true;
+  if (e.finish == serving::FinishReason::kError) {
+    out.data(HttpError(500, e.error).to_json());
+  } else {
+    if (!out.data(final_chunk(s.head, e))) return false;
+    if (s.include_usage && !out.data(usage_chunk(s.head, e))) return false;
+  }
+  out.done();
+  return false;
+}
+
+void stream_events(HttpConnection& conn, const Stream& s) {
+  Writer out(conn, *s.request);
+  if (s.head.chat && !out.data(role_chunk(s.head))) return;
+  if (!send(out, s, s.first)) return;
   int idle = 0;
   while (true) {
     std::optional<serving::Event> e = s.events->pop(std::chrono::milliseconds(250));
     if (!e) {
-      if (++idle % 8 == 0 && !out.ping()) return false;
+      // A comment line now and then: a client that left is noticed.
+      if (++idle % 8 == 0 && !out.ping()) return;
+      if (conn.gone()) {
+        s.request->cancel();
+        return;
+      }
       continue;
     }
     idle = 0;
-    if ((!e->text.empty() || !e->probs.empty()) && !out.data(text_chunk(s.head, *e))) return false;
-    if (!e->done) continue;
-    if (e->finish == serving::FinishReason::kError) {
-      out.data(HttpError(500, e->error).to_json());
-    } else {
-      if (!out.data(final_chunk(s.head, *e))) return false;
-      if (s.include_usage && !out.data(usage_chunk(s.head, *e))) return false;
-    }
-    return out.done();
+    if (!send(out, s, *e)) return;
   }
 }
 
 }  // namespace
 
-void send_event_stream(httplib::Response& res, Stream stream) {
-  res.set_header("Cache-Control", "no-cache");
-  auto request = stream.request;
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [s = std::move(stream)](size_t, httplib::DataSink& sink) {
-        Writer out(sink, *s.request);
-        if (s.head.chat && !out.data(role_chunk(s.head))) return false;
-        if (!stream_events(out, s)) return false;
-        sink.done();
-        return true;
-      },
-      [request](bool) { request->cancel(); });  // finished or dropped: the slot is freed
+void send_event_stream(HttpResponse& res, Stream stream) {
+  res.content_type = "text/event-stream";
+  res.headers.emplace_back("Cache-Control", "no-cache");
+  res.stream = [s = std::make_shared<Stream>(std::move(stream))](HttpConnection& conn) {
+    stream_events(conn, *s);
+    s->request->cancel();  // ended or dropped: a request still running is freed
+  };
 }
 
 }  // namespace tessera::server

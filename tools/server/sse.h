@@ -6,12 +6,9 @@
 
 #include <memory>
 
+#include "server/http.h"
 #include "server/oai.h"
 #include "tessera/serving.h"
-
-namespace httplib {
-struct Response;
-}
 
 namespace tessera::server {
 
@@ -20,8 +17,10 @@ struct Stream {
   std::shared_ptr<serving::EventQueue> events;
   ResponseHead head;
   bool include_usage = false;
+  serving::Event first;  // already taken from the queue
 };
 
-void send_event_stream(httplib::Response& res, Stream stream);
+// Makes `res` a stream of `stream`'s events.
+void send_event_stream(HttpResponse& res, Stream stream);
 
 }  // namespace tessera::server

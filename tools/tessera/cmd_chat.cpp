@@ -65,7 +65,7 @@ class Chat {
     messages_.push_back({{"role", "user"}, {"content", user}});
     std::vector<TokenId> prompt;
     try {
-      prompt = lm_.tokenizer.tokenize(render_.render(messages_, true), true, true);
+      prompt = render_.tokenize(messages_, true, lm_.tokenizer);
     } catch (const serving::ChatError& e) {
       messages_.erase(messages_.end() - 1);
       fmt::print(stderr, "the chat template refused this conversation: {}\n", e.what());

@@ -135,8 +135,14 @@ Runner add_serve(CLI::App& app) {
   cmd->add_option("--pooling", o->pooling,
                   "Embeddings pooling: mean, last or cls (default: the model's, else mean)")
       ->check(CLI::IsMember({"mean", "last", "cls"}));
-  cmd->add_option("--max-body", o->http.max_body_bytes, "Largest request body in bytes (413 past it)")
-      ->capture_default_str();
+  cmd->add_option("--max-body", o->http.max_body_bytes,
+                  "Largest request body in bytes, as sent and decoded (413 past it)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  cmd->add_option("--cors-origin", o->http.cors_origins,
+                  "An origin whose web pages may call the API (repeatable; '*': any). Other "
+                  "origins get 403; none is allowed by default")
+      ->allow_extra_args(false);
   return [o]() { return serve(*o); };
 }
 

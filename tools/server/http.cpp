@@ -1,0 +1,489 @@
+#include "server/http.h"
+
+#include <sys/socket.h>
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include "server/http_error.h"
+#include "tessera/error.h"
+
+namespace tessera::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = net::ip::tcp;
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+    if (lower(a[i]) != lower(b[i])) return false;
+  }
+  return true;
+}
+
+std::string HttpRequest::header(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (iequals(k, name)) return v;
+  }
+  return {};
+}
+
+namespace {
+
+std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
+
+struct Route {
+  std::string method, path;
+  HttpHandler handler;
+  bool quick = false;
+};
+
+// Requests handled off the I/O thread.
+class WorkerPool {
+ public:
+  void start(int n) {
+    for (int i = 0; i < n; ++i) threads_.emplace_back([this] { work(); });
+  }
+  void post(std::function<void()> task) {
+    {
+      std::lock_guard lock(mutex_);
+      tasks_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+  void stop() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  void work() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+        if (tasks_.empty()) return;
+        task = std::move(tasks_.front());
+        tasks_.pop_front();
+      }
+      task();
+    }
+  }
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> threads_;
+  bool stopping_ = false;
+};
+
+bool quiet_error(const beast::error_code& ec) {
+  return ec == bhttp::error::end_of_stream || ec == net::error::eof ||
+         ec == beast::error::timeout || ec == net::error::operation_aborted ||
+         ec == net::error::connection_reset || ec == net::error::bad_descriptor;
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  explicit Impl(HttpLimits l) : limits(l) {}
+  class Session;
+
+  HttpLimits limits;
+  std::vector<Route> routes;
+  std::function<bool(const HttpRequest&, HttpResponse&)> filter;
+  std::function<std::string(int, const std::string&)> error_body;
+  std::function<void(const HttpRequest&, HttpResponse&)> response_headers;
+  WorkerPool pool;
+
+  std::mutex mutex;  // running, stopped
+  bool running = false, stopped = false;
+  bool stopping = false;  // I/O thread only
+  std::atomic<size_t> n_connections{0};
+  std::atomic<int> busy{0};  // requests on workers
+  std::vector<std::weak_ptr<Session>> sessions;  // I/O thread only
+  // Last: destroyed first, with the handlers still queued (which hold
+  // sessions, which count themselves out of n_connections above).
+  net::io_context io{1};
+  tcp::acceptor acceptor{io};
+
+  void accept();
+  void shut_down();  // I/O thread: no more accepts, idle connections closed
+  HttpResponse error(int status, const std::string& message) const {
+    HttpResponse r;
+    r.status = status;
+    r.body = error_body ? error_body(status, message) : message;
+    return r;
+  }
+};
+
+class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
+                                  public HttpConnection {
+ public:
+  Session(tcp::socket socket, Impl& server) : stream_(std::move(socket)), server_(server) {
+    ++server_.n_connections;
+  }
+  ~Session() override { --server_.n_connections; }
+
+  void start() { read_head(); }
+  bool reading() const { return reading_; }
+  void close() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  bool gone() override {
+    char c;
+    const ssize_t n = ::recv(stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+
+  bool write(std::string_view data) override {
+    if (failed_) return false;
+    if (!head_sent_ && !send_head()) return false;
+    if (data.empty()) return true;
+    const beast::error_code ec = on_io([&](auto done) {
+      net::async_write(stream_, bhttp::make_chunk(net::const_buffer(data.data(), data.size())),
+                       std::move(done));
+    });
+    failed_ = static_cast<bool>(ec);
+    return !failed_;
+  }
+
+ private:
+  void read_head() {
+    reading_ = true;
+    parser_.emplace();
+    parser_->header_limit(static_cast<std::uint32_t>(server_.limits.max_header_bytes));
+    parser_->body_limit(server_.limits.max_body_bytes);
+    stream_.expires_after(server_.limits.header_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->on_head(ec);
+                             });
+  }
+
+  void on_head(beast::error_code ec) {
+    if (ec == bhttp::error::body_limit) return too_large();  // Content-Length says so
+    if (ec == bhttp::error::header_limit) {
+      return fail(431, fmt::format("the request head is larger than {} bytes",
+                                   server_.limits.max_header_bytes));
+    }
+    if (ec) return quiet_error(ec) ? close() : fail(400, "malformed request: " + ec.message());
+    if (server_.stopping) return fail(503, "the server is shutting down");
+    const auto length = parser_->content_length();
+    if (length && *length > server_.limits.max_body_bytes) return too_large();
+    if (iequals(str(parser_->get()[bhttp::field::expect]), "100-continue")) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
+                       [self = shared_from_this()](beast::error_code e, size_t) {
+                         if (e) return self->close();
+                         self->read_body();
+                       });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    stream_.expires_after(server_.limits.body_timeout);
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
+  }
+
+  void too_large() {
+    fail(413, fmt::format("the body is larger than the server accepts ({} bytes)",
+                          server_.limits.max_body_bytes));
+  }
+
+  void on_body(beast::error_code ec) {
+    if (ec == bhttp::error::body_limit) return too_large();
+    if (ec) return quiet_error(ec) ? close() : fail(400, "malformed request: " + ec.message());
+    stream_.expires_never();
+    reading_ = false;
+    auto& req = parser_->get();
+    request_ = HttpRequest{};
+    request_.method = str(req.method_string());
+    request_.target = str(req.target());
+    request_.path = request_.target.substr(0, request_.target.find('?'));
+    for (const auto& field : req) request_.headers.emplace_back(str(field.name_string()), str(field.value()));
+    keep_alive_ = req.keep_alive();
+    head_sent_ = failed_ = false;
+    try {
+      request_.body = decode_body(request_.header("Content-Encoding"), req.body(),
+                                  server_.limits.max_body_bytes);
+    } catch (const HttpError& e) {
+      return fail(e.status(), e.what());
+    }
+    parser_.reset();
+    dispatch();
+  }
+
+  void dispatch() {
+    response_ = HttpResponse{};
+    if (server_.filter && server_.filter(request_, response_)) return send_async();
+    const Route* route = nullptr;
+    bool path_known = false;
+    for (const Route& r : server_.routes) {
+      if (r.path != request_.path) continue;
+      path_known = true;
+      if (r.method == request_.method) route = &r;
+    }
+    if (route == nullptr) {
+      response_ = path_known ? server_.error(405, fmt::format("{} is not allowed on {}", request_.method.substr(0, 16), request_.path))
+                             : server_.error(404, fmt::format("no endpoint {} {}", request_.method.substr(0, 16),
+                                                              request_.path.substr(0, 100)));
+      return send_async();
+    }
+    if (route->quick) {
+      run_handler(*route);
+      return send_async();
+    }
+    ++server_.busy;
+    server_.pool.post([self = shared_from_this(), route] {
+      self->run_handler(*route);
+      self->finish_on_worker();
+      --self->server_.busy;
+    });
+  }
+
+  void run_handler(const Route& route) {
+    try {
+      route.handler(request_, response_, *this);
+    } catch (const std::exception& e) {
+      response_ = server_.error(500, e.what());
+    }
+  }
+
+  // The response, written from the worker; then the I/O thread goes on.
+  void finish_on_worker() {
+    if (response_.stream) {
+      response_.stream(*this);
+      if (!failed_ && (head_sent_ || send_head())) {
+        failed_ = static_cast<bool>(on_io([&](auto done) {
+          net::async_write(stream_, bhttp::make_chunk_last(), std::move(done));
+        }));
+      }
+    } else {
+      auto message = make_message();
+      failed_ = static_cast<bool>(
+          on_io([&](auto done) { bhttp::async_write(stream_, *message, std::move(done)); }));
+    }
+    net::post(stream_.get_executor(), [self = shared_from_this()] { self->after_response(); });
+  }
+
+  std::shared_ptr<bhttp::response<bhttp::string_body>> make_message() {
+    if (server_.response_headers) server_.response_headers(request_, response_);
+    auto m = std::make_shared<bhttp::response<bhttp::string_body>>(
+        static_cast<bhttp::status>(response_.status), 11);
+    m->set(bhttp::field::content_type, response_.content_type);
+    for (const auto& [k, v] : response_.headers) m->set(k, v);
+    m->body() = std::move(response_.body);
+    m->keep_alive(keep_alive_);
+    m->prepare_payload();
+    return m;
+  }
+
+  bool send_head() {
+    if (server_.response_headers) server_.response_headers(request_, response_);
+    bhttp::response<bhttp::empty_body> head(static_cast<bhttp::status>(response_.status), 11);
+    head.set(bhttp::field::content_type, response_.content_type);
+    for (const auto& [k, v] : response_.headers) head.set(k, v);
+    head.chunked(true);
+    head.keep_alive(keep_alive_);
+    bhttp::response_serializer<bhttp::empty_body> sr(head);
+    head_sent_ = true;
+    failed_ = static_cast<bool>(
+        on_io([&](auto done) { bhttp::async_write_header(stream_, sr, std::move(done)); }));
+    return !failed_;
+  }
+
+  // Runs an asynchronous write on the I/O thread under the write deadline
+  // and waits for it (from a worker).
+  template <class Start>
+  beast::error_code on_io(Start start) {
+    auto done = std::make_shared<std::promise<beast::error_code>>();
+    std::future<beast::error_code> result = done->get_future();
+    net::post(stream_.get_executor(), [this, &start, done] {
+      stream_.expires_after(server_.limits.write_timeout);
+      start([done](beast::error_code ec, size_t) { done->set_value(ec); });
+    });
+    if (result.wait_for(server_.limits.write_timeout + std::chrono::seconds(2)) !=
+        std::future_status::ready) {
+      return net::error::timed_out;  // the I/O thread is gone (stopped)
+    }
+    return result.get();
+  }
+
+  // On the I/O thread, from the I/O thread.
+  void send_async() {
+    auto message = make_message();
+    bhttp::async_write(stream_, *message,
+                       [self = shared_from_this(), message](beast::error_code ec, size_t) {
+                         self->failed_ = static_cast<bool>(ec);
+                         self->after_response();
+                       });
+  }
+
+  void fail(int status, const std::string& message) {
+    keep_alive_ = false;
+    response_ = server_.error(status, message);
+    send_async();
+  }
+
+  void after_response() {
+    if (failed_) return close();
+    if (!keep_alive_ || server_.stopping) return linger();
+    read_head();
+  }
+
+  // Closes after a response the client may still be sending a body to
+  // (a 413, a refused request): reading on for a moment lets it read the
+  // response instead of a reset.
+  void linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(std::chrono::seconds(2));
+    drain();
+  }
+  void drain() {
+    if (!discard_) discard_ = std::make_unique<std::array<char, 16384>>();
+    stream_.async_read_some(net::buffer(*discard_), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->drain();
+    });
+  }
+
+  beast::tcp_stream stream_;
+  Impl& server_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  HttpRequest request_;
+  HttpResponse response_;
+  bool reading_ = true;
+  bool keep_alive_ = false;
+  bool head_sent_ = false;
+  bool failed_ = false;
+  std::unique_ptr<std::array<char, 16384>> discard_;
+};
+
+void HttpServer::Impl::accept() {
+  acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
+    if (ec) {
+      if (!stopping && acceptor.is_open()) accept();
+      return;
+    }
+    if (n_connections.load() >= limits.max_connections) {
+      beast::error_code ignored;
+      socket.close(ignored);
+    } else {
+      std::erase_if(sessions, [](const std::weak_ptr<Session>& s) { return s.expired(); });
+      auto s = std::make_shared<Session>(std::move(socket), *this);
+      sessions.push_back(s);
+      s->start();
+    }
+    accept();
+  });
+}
+
+void HttpServer::Impl::shut_down() {
+  stopping = true;
+  beast::error_code ignored;
+  acceptor.close(ignored);
+  for (auto& w : sessions) {
+    if (auto s = w.lock(); s && s->reading()) s->close();
+  }
+}
+
+HttpServer::HttpServer(HttpLimits limits) : impl_(std::make_shared<Impl>(limits)) {}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::route(const std::string& method, const std::string& path, HttpHandler handler,
+                       bool quick) {
+  impl_->routes.push_back({method, path, std::move(handler), quick});
+}
+
+void HttpServer::set_filter(std::function<bool(const HttpRequest&, HttpResponse&)> filter) {
+  impl_->filter = std::move(filter);
+}
+
+void HttpServer::set_error_body(std::function<std::string(int, const std::string&)> body) {
+  impl_->error_body = std::move(body);
+}
+
+void HttpServer::set_response_headers(std::function<void(const HttpRequest&, HttpResponse&)> add) {
+  impl_->response_headers = std::move(add);
+}
+
+int HttpServer::bind(const std::string& host, int port) {
+  Impl& s = *impl_;
+  beast::error_code ec;
+  const auto address = net::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  if (ec) fail(ErrorCategory::kIo, "[serve --host {}] not an IP address: {}", host, ec.message());
+  const tcp::endpoint at(address, static_cast<unsigned short>(port));
+  s.acceptor.open(at.protocol(), ec);
+  if (!ec) s.acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) s.acceptor.bind(at, ec);
+  if (!ec) s.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    fail(ErrorCategory::kIo, "[serve --host {} --port {}] cannot bind: {}", host, port, ec.message());
+  }
+  return s.acceptor.local_endpoint().port();
+}
+
+void HttpServer::run() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.stopped) return;
+    s.running = true;
+  }
+  s.pool.start(s.limits.workers);
+  s.accept();
+  // Requests on workers have no operation pending on the I/O thread: it
+  // runs until stop() says so, not until it has nothing to wait for.
+  auto keep = net::make_work_guard(s.io);
+  s.io.run();
+  s.pool.stop();
+}
+
+void HttpServer::stop() {
+  Impl& s = *impl_;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.stopped) return;
+    s.stopped = true;
+    if (!s.running) return;  // a later run() returns at once
+  }
+  net::post(s.io, [&s] { s.shut_down(); });
+  // The requests being handled finish; each write is under its deadline.
+  const auto deadline = std::chrono::steady_clock::now() + s.limits.write_timeout;
+  while (s.busy.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  s.io.stop();
+}
+
+size_t HttpServer::connections() const { return impl_->n_connections.load(); }
+
+}  // namespace tessera::server
