@@ -21,6 +21,7 @@ struct KVec256 {
   using Scale = __m256i;  // the scale in both 16-bit halves of a lane
   static constexpr int kRows = 8, kHalves = 2;
   static constexpr int kQ6Chain = 2;  // half a 16-element sub-block per chain
+  static constexpr bool kNibbleX16 = false;  // maddubs pairs of 240 x 128 would saturate
   static constexpr size_t kGroupBytes = 32, kHalfScaleBytes = 16;
 
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }

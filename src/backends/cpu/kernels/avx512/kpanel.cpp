@@ -19,6 +19,7 @@ struct KVec512 {
   using Scale = __m512i;
   static constexpr int kRows = 16, kHalves = 1;
   static constexpr int kQ6Chain = 4;  // a whole 16-element sub-block per chain
+  static constexpr bool kNibbleX16 = true;  // vpdpbusd takes u8 up to 240 unsaturated
   static constexpr size_t kGroupBytes = 64, kHalfScaleBytes = 32;
 
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }

@@ -12,7 +12,8 @@
 //     (the Q8_K bsums of its two 16s); sum_j m_j B_j as int16 pair products.
 //   Q6_K: x = d sc_s (q - 32) per 16-element sub-block s (q 6 bits, sc int8):
 //     row . col = d d_a (sum_s sc_s D_s - 32 sum_s sc_s B_s).
-// Every integer is exact: |D_j| <= 32 * 15 * 128, |sum sc D| < 2^25 (Q4_K);
+// Every integer is exact: |D_j| <= 32 * 15 * 128, |sum sc D| < 2^25 (Q4_K;
+// 2^29 where V::kNibbleX16 takes each D_j 16 times: vpdpbusd does not saturate);
 // |D_s| <= 16 * 63 * 128, |sum sc D| + 32 |sum sc B| < 2^29 (Q6_K). Then one
 // or two FMAs per block and row, as the GGUF-layout kernels (row_dot.h).
 // Include in a tier's translation unit after defining V; internal linkage.
@@ -95,13 +96,19 @@ struct Q4KPanel {
 #pragma GCC unroll 8
       for (int t = 0; t < 8; ++t) {
         const I v = load_group<V, kPf>(q, 3 + 8 * p + t, h);
-        const I lo = V::and_(v, m4), hi = V::and_(V::template srli16<4>(v), m4);
+        // kNibbleX16: the high nibbles dotted in place, as 16 q (one and, no shift).
+        const I lo = V::and_(v, m4);
+        const I hi = V::kNibbleX16 ? V::and_(v, V::set1(static_cast<int32_t>(0xF0F0F0F0)))
+                                   : V::and_(V::template srli16<4>(v), m4);
         for (int c = 0; c < C; ++c) {
           dlo[c] = V::dot(dlo[c], lo, xb[c]->qs + 64 * p + 4 * t);
           dhi[c] = V::dot(dhi[c], hi, xb[c]->qs + 64 * p + 32 + 4 * t);
         }
       }
-      const auto slo = V::scale(V::byte_u(sc[p / 2], 2 * (p % 2)));
+      // With kNibbleX16 every sub-block's sum is taken 16 times (low nibbles
+      // by a 16-fold scale), and d by 1/16: exact, as powers of two.
+      const I sclo = V::byte_u(sc[p / 2], 2 * (p % 2));
+      const auto slo = V::scale(V::kNibbleX16 ? V::template slli32<4>(sclo) : sclo);
       const auto shi = V::scale(V::byte_u(sc[p / 2], 2 * (p % 2) + 1));
       for (int c = 0; c < C; ++c) {
         isum[c] = V::add32(isum[c], V::add32(V::end(dlo[c], slo), V::end(dhi[c], shi)));
@@ -122,7 +129,8 @@ struct Q4KPanel {
       ms = V::dot16(ms, m46, pair16(t[4], t[6]));
       ms = V::dot16(ms, m57, pair16(t[5], t[7]));
       const F dx = V::set1f(xb[c]->d);
-      acc[c] = V::fmadd(V::cvt(isum[c]), V::mul(d, dx), acc[c]);
+      const F dxs = V::kNibbleX16 ? V::set1f(xb[c]->d * 0.0625f) : dx;
+      acc[c] = V::fmadd(V::cvt(isum[c]), V::mul(d, dxs), acc[c]);
       acc[c] = V::fnmadd(V::cvt(ms), V::mul(dmin, dx), acc[c]);
     }
   }
