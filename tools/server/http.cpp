@@ -1,5 +1,6 @@
 #include "server/http.h"
 
+#include <malloc.h>
 #include <sys/socket.h>
 
 #include <array>
@@ -95,6 +96,8 @@ class WorkerPool {
   bool stopping_ = false;
 };
 
+constexpr size_t kLarge = size_t{1} << 20;
+
 bool quiet_error(const beast::error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == net::error::eof ||
          ec == beast::error::timeout || ec == net::error::operation_aborted ||
@@ -124,9 +127,15 @@ struct HttpServer::Impl {
   // sessions, which count themselves out of n_connections above).
   net::io_context io{1};
   tcp::acceptor acceptor{io};
+  net::steady_timer trim_timer{io};
 
   void accept();
   void shut_down();  // I/O thread: no more accepts, idle connections closed
+  // Every few seconds after requests came: the allocator returns the free
+  // memory of bursts (many connections, large bodies) to the system.
+  void trim_later();
+  std::atomic<uint64_t> requests{0};
+  uint64_t requests_trimmed = 0;
   HttpResponse error(int status, const std::string& message) const {
     HttpResponse r;
     r.status = status;
@@ -211,6 +220,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
   }
 
   void too_large() {
+    large_ = true;
     fail(413, fmt::format("the body is larger than the server accepts ({} bytes)",
                           server_.limits.max_body_bytes));
   }
@@ -221,6 +231,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
     stream_.expires_never();
     reading_ = false;
     auto& req = parser_->get();
+    large_ = req.body().size() >= kLarge;
     request_ = HttpRequest{};
     request_.method = str(req.method_string());
     request_.target = str(req.target());
@@ -239,6 +250,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
   }
 
   void dispatch() {
+    ++server_.requests;
     response_ = HttpResponse{};
     if (server_.filter && server_.filter(request_, response_)) return send_async();
     const Route* route = nullptr;
@@ -297,6 +309,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
         static_cast<bhttp::status>(response_.status), 11);
     m->set(bhttp::field::content_type, response_.content_type);
     for (const auto& [k, v] : response_.headers) m->set(k, v);
+    large_ |= response_.body.size() >= kLarge;
     m->body() = std::move(response_.body);
     m->keep_alive(keep_alive_);
     m->prepare_payload();
@@ -346,14 +359,28 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
 
   void fail(int status, const std::string& message) {
     keep_alive_ = false;
+    large_ |= status == 413;
     response_ = server_.error(status, message);
     send_async();
   }
 
   void after_response() {
+    release();
     if (failed_) return close();
     if (!keep_alive_ || server_.stopping) return linger();
     read_head();
+  }
+
+  // Drops what the last request held. After a large one (a body or an
+  // answer of a megabyte or more) the allocator gives the memory back, so a
+  // burst of large requests leaves no lasting growth.
+  void release() {
+    const bool large = std::exchange(large_, false) || buffer_.capacity() >= kLarge;
+    request_ = HttpRequest{};
+    response_ = HttpResponse{};
+    parser_.reset();
+    if (buffer_.size() == 0) buffer_.shrink_to_fit();
+    if (large) malloc_trim(0);
   }
 
   // Closes after a response the client may still be sending a body to
@@ -383,6 +410,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
   bool keep_alive_ = false;
   bool head_sent_ = false;
   bool failed_ = false;
+  bool large_ = false;  // the last request or its answer was kLarge or more
   std::unique_ptr<std::array<char, 16384>> discard_;
 };
 
@@ -405,10 +433,23 @@ void HttpServer::Impl::accept() {
   });
 }
 
+void HttpServer::Impl::trim_later() {
+  trim_timer.expires_after(std::chrono::seconds(5));
+  trim_timer.async_wait([this](beast::error_code ec) {
+    if (ec || stopping) return;
+    if (const uint64_t n = requests.load(); n != requests_trimmed) {
+      requests_trimmed = n;
+      malloc_trim(0);
+    }
+    trim_later();
+  });
+}
+
 void HttpServer::Impl::shut_down() {
   stopping = true;
   beast::error_code ignored;
   acceptor.close(ignored);
+  trim_timer.cancel();
   for (auto& w : sessions) {
     if (auto s = w.lock(); s && s->reading()) s->close();
   }
@@ -460,6 +501,7 @@ void HttpServer::run() {
   }
   s.pool.start(s.limits.workers);
   s.accept();
+  s.trim_later();
   // Requests on workers have no operation pending on the I/O thread: it
   // runs until stop() says so, not until it has nothing to wait for.
   auto keep = net::make_work_guard(s.io);

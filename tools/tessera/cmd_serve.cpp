@@ -1,6 +1,7 @@
 // `tessera serve -m MODEL [--host 127.0.0.1] [--port 8080] [-np SLOTS] [-c CTX]
 // [--api-key KEY] [-t THREADS] [--chat-template NAME]`: an OpenAI-compatible
 // HTTP server with continuous batching (tools/server/).
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -58,6 +59,10 @@ struct Loaded {
 };
 
 int serve(ServeFlags& o) {
+  // Blocks of a megabyte or more (request bodies, their JSON, answers) come
+  // from mmap and go back to the system when freed: a burst of large
+  // requests leaves no lasting growth in the worker threads' heaps.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
   // Signals go to the thread that waits for them; a client that leaves
   // mid-stream is a failed write, not a SIGPIPE.
   sigset_t stop_signals;
