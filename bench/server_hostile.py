@@ -66,6 +66,16 @@ def post(path, body, extra=b""):
             b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
 
 
+def slow_connections(port, n=200):
+    """n connections that each sent one byte of a request head."""
+    out = []
+    for _ in range(n):
+        c = socket.create_connection(("127.0.0.1", port), timeout=30)
+        c.sendall(b"G")
+        out.append(c)
+    return out
+
+
 def health_ms(port):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     t0 = time.perf_counter()
@@ -137,11 +147,7 @@ def main():
     r = raw(port, post(b"/v1/completions", bomb, b"Content-Encoding: gzip\r\n"))
     row(f"2b. gzip body of {len(bomb) >> 10} KB expanding to 200 MB",
         f"{status(r)}; peak RSS {rss_kib(p.pid, 'VmHWM') // 1024} MB")
-    slow = []
-    for _ in range(200):
-        c = socket.create_connection(("127.0.0.1", port), timeout=30)
-        c.sendall(b"G")
-        slow.append(c)
+    slow = slow_connections(port)
     lat = [health_ms(port) for _ in range(20)]
     row("3. 200 slow connections (one header byte each)",
         f"/health median {statistics.median(lat):.1f} ms, max {max(lat):.1f} ms")
@@ -191,11 +197,7 @@ def main():
     row("memory after the burst", f"RSS {after / 1024:.1f} MB, steady {steady / 1024:.1f} MB before it "
         f"({100.0 * (after - steady) / steady:+.0f}%; graph plans {plans:.0f} -> "
         f"{metric(port, 'tessera_plans_built_total'):.0f})")
-    slow = []
-    for _ in range(200):
-        c = socket.create_connection(("127.0.0.1", port), timeout=30)
-        c.sendall(b"G")
-        slow.append(c)
+    slow = slow_connections(port)
     t0 = time.perf_counter()
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=60)

@@ -87,6 +87,20 @@ std::string post_bytes(const std::string& path, const std::string& body,
          "Content-Type: application/json\r\n" + extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
 }
 
+std::string gzip(const std::string& plain) {
+  std::string out(compressBound(static_cast<uLong>(plain.size())) + 32, '\0');
+  z_stream zs{};
+  if (deflateInit2(&zs, 9, Z_DEFLATED, 16 + 15, 9, Z_DEFAULT_STRATEGY) != Z_OK) return {};
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
+  zs.avail_in = static_cast<uInt>(plain.size());
+  zs.next_out = reinterpret_cast<Bytef*>(out.data());
+  zs.avail_out = static_cast<uInt>(out.size());
+  const bool ok = deflate(&zs, Z_FINISH) == Z_STREAM_END;
+  out.resize(ok ? zs.total_out : 0);
+  deflateEnd(&zs);
+  return out;
+}
+
 std::string nested(size_t depth, const std::string& leaf) {
   return std::string(depth, '[') + leaf + std::string(depth, ']');
 }
@@ -150,34 +164,14 @@ TEST_F(HostileTest, ChunkedAndCompressedBodiesAreBoundedToo) {
   std::string r = exchange(chunked);
   EXPECT_EQ(status_of(r), 413) << r.substr(0, 300);
   // A 20 KB gzip body that expands to 20 MB.
-  const std::string plain(20 << 20, ' ');
-  uLongf size = compressBound(static_cast<uLong>(plain.size()));
-  std::string deflated(size, '\0');
-  z_stream zs{};
-  ASSERT_EQ(deflateInit2(&zs, 9, Z_DEFLATED, 16 + 15, 9, Z_DEFAULT_STRATEGY), Z_OK);
-  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(plain.data()));
-  zs.avail_in = static_cast<uInt>(plain.size());
-  zs.next_out = reinterpret_cast<Bytef*>(deflated.data());
-  zs.avail_out = static_cast<uInt>(deflated.size());
-  ASSERT_EQ(deflate(&zs, Z_FINISH), Z_STREAM_END);
-  deflated.resize(zs.total_out);
-  deflateEnd(&zs);
+  const std::string deflated = gzip(std::string(20 << 20, ' '));
   ASSERT_LT(deflated.size(), 1u << 20);
   r = exchange(post_bytes("/v1/completions", deflated, "Content-Encoding: gzip\r\n"));
   EXPECT_EQ(status_of(r), 413) << r.substr(0, 300);
   EXPECT_NE(r.find("decoded"), std::string::npos) << r.substr(0, 300);
   // A small gzip body is read as its JSON.
   const std::string json_body = R"({"prompt":"Once upon a time","max_tokens":3,"temperature":0})";
-  std::string small(compressBound(static_cast<uLong>(json_body.size())) + 32, '\0');
-  z_stream s2{};
-  ASSERT_EQ(deflateInit2(&s2, 6, Z_DEFLATED, 16 + 15, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  s2.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(json_body.data()));
-  s2.avail_in = static_cast<uInt>(json_body.size());
-  s2.next_out = reinterpret_cast<Bytef*>(small.data());
-  s2.avail_out = static_cast<uInt>(small.size());
-  ASSERT_EQ(deflate(&s2, Z_FINISH), Z_STREAM_END);
-  small.resize(s2.total_out);
-  deflateEnd(&s2);
+  const std::string small = gzip(json_body);
   r = exchange(post_bytes("/v1/completions", small, "Content-Encoding: gzip\r\n"));
   EXPECT_EQ(status_of(r), 200) << r.substr(0, 300);
   r = exchange(post_bytes("/v1/completions", json_body, "Content-Encoding: zstd\r\n"));
@@ -335,26 +329,6 @@ TEST_F(HostileTest, HostAndOriginChecks) {
   d.send(post_bytes("/v1/completions", R"({"prompt":"x","max_tokens":1})",
                     "Origin: http://other.example\r\n"));
   EXPECT_EQ(status_of(d.receive()), 403);
-}
-
-// A model slow enough that a request outlives its client.
-std::string slow_model() {
-  static const std::string* path = [] {
-    auto* p = new std::string((std::filesystem::temp_directory_path() /
-                               ("tessera-hostile-tiny-" + std::to_string(getpid()) + ".gguf")).string());
-    const CommandResult r = run_command(std::string(TESSERA_BIN) + " synth --shape tiny --type q8_0 -o " + *p);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    std::atexit([] { std::filesystem::remove(*path); });
-    return p;
-  }();
-  return *path;
-}
-
-long metric(const ServerProcess& s, const std::string& name) {
-  auto m = s.client().Get("/metrics");
-  if (!m) return -1;
-  const auto at = m->body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stol(m->body.substr(at + name.size() + 2));
 }
 
 TEST(HostileCancel, NonStreamingRequestsOfClientsThatLeaveAreCancelled) {

@@ -121,4 +121,30 @@ class ServerProcess {
   bool done_ = false;
 };
 
+// The value of a Prometheus metric of `s`'s /metrics (-1 when absent).
+inline long metric(const ServerProcess& s, const std::string& name) {
+  auto m = s.client().Get("/metrics");
+  if (!m) return -1;
+  const auto at = m->body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stol(m->body.substr(at + name.size() + 2));
+}
+
+// A model slow enough that a long generation outlives its client: the
+// random-weight "tiny" shape, written once per test process.
+inline std::string slow_model() {
+  // Held by a pointer that outlives the statics, so the exit handler that
+  // removes the file can still read it.
+  static const std::string* path = [] {
+    auto* p = new std::string((std::filesystem::temp_directory_path() /
+                               ("tessera-server-tiny-" + std::to_string(getpid()) + ".gguf"))
+                                  .string());
+    const int rc = std::system((std::string(TESSERA_BIN) + " synth --shape tiny --type q8_0 -o " + *p +
+                                " >/dev/null 2>&1").c_str());
+    if (rc != 0) throw std::runtime_error("tessera synth could not write " + *p);
+    std::atexit([] { std::filesystem::remove(*path); });
+    return p;
+  }();
+  return *path;
+}
+
 }  // namespace tessera::testing

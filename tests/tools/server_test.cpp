@@ -290,31 +290,6 @@ TEST_F(ServerTest, AThousandMalformedRequestsLeaveItAnsweringWithoutGrowing) {
   RecordProperty("rss_after_kib", static_cast<int>(after));
 }
 
-// A model slow enough that a long generation outlives the client: the
-// random-weight "tiny" shape, written once per run.
-std::string slow_model() {
-  // Held by a pointer that outlives the statics, so the exit handler that
-  // removes the file can still read it.
-  static const std::string* path = [] {
-    auto* p = new std::string((std::filesystem::temp_directory_path() /
-                               ("tessera-server-tiny-" + std::to_string(getpid()) + ".gguf"))
-                                  .string());
-    const CommandResult r = run_command(std::string(TESSERA_BIN) +
-                                        " synth --shape tiny --type q8_0 -o " + *p);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    std::atexit([] { std::filesystem::remove(*path); });
-    return p;
-  }();
-  return *path;
-}
-
-long metric(const ServerProcess& s, const std::string& name) {
-  auto m = s.client().Get("/metrics");
-  if (!m) return -1;
-  const auto at = m->body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stol(m->body.substr(at + name.size() + 2));
-}
-
 TEST(ServerCancel, AClientThatLeavesFreesItsSlotAtOnce) {
   ServerProcess s({"-m", slow_model(), "-np", "1", "-c", "4096"});
   std::atomic<int> chunks{0};
