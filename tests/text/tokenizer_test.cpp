@@ -254,6 +254,27 @@ TEST(TokenizerSpecial, ParseSpecialTurnsTextIntoControlTokens) {
   EXPECT_EQ(tok->detokenize(Ids{1, 15043, 2}, {.remove_special = true}), "Hello");
 }
 
+// Plain ranges (the text of chat messages): a control token's text that
+// overlaps one, even by a byte, is text; the same text outside is the token.
+TEST(TokenizerSpecial, PlainRangesKeepControlTokenTextAsText) {
+  const std::optional<Tokenizer> tok = open_fixture("llama-spm");
+  if (!tok) GTEST_SKIP() << "no llama-spm vocab";
+  const std::string text = "<s>Say </s> now</s>";  // [0,3) <s>, [7,11) </s>, [15,19) </s>
+  const Ids all = tok->tokenize(text, false, true);
+  EXPECT_EQ(std::count(all.begin(), all.end(), 2), 2);
+  const std::vector<TextRange> message = {{3, 12}};  // "Say </s> now"
+  const Ids safe = tok->tokenize(text, false, true, message);
+  EXPECT_EQ(safe.front(), 1);
+  EXPECT_EQ(safe.back(), 2);
+  EXPECT_EQ(std::count(safe.begin(), safe.end(), 2), 1);  // only the one outside
+  EXPECT_EQ(tok->detokenize(safe, {.render_special = true}), "<s> Say </s> now</s>");
+  const std::vector<TextRange> one_byte = {{10, 1}};  // the '>' of the first </s>
+  const Ids edge = tok->tokenize(text, false, true, one_byte);
+  EXPECT_EQ(std::count(edge.begin(), edge.end(), 2), 1);
+  // No ranges: the same tokens as without the argument.
+  EXPECT_EQ(tok->tokenize(text, false, true, {}), all);
+}
+
 TEST(TokenizerSpecial, UserDefinedTokensAlwaysSplitOut) {
   const std::optional<Tokenizer> tok = open_fixture("mpt");
   if (!tok) GTEST_SKIP() << "no mpt vocab";
