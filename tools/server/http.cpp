@@ -1,15 +1,16 @@
 #include "server/http.h"
 
 #include <malloc.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
-#include <future>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 #include <boost/asio.hpp>
@@ -170,11 +171,10 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
     if (failed_) return false;
     if (!head_sent_ && !send_head()) return false;
     if (data.empty()) return true;
-    const beast::error_code ec = on_io([&](auto done) {
-      net::async_write(stream_, bhttp::make_chunk(net::const_buffer(data.data(), data.size())),
-                       std::move(done));
-    });
-    failed_ = static_cast<bool>(ec);
+    std::string chunk = fmt::format("{:x}\r\n", data.size());
+    chunk.append(data);
+    chunk += "\r\n";
+    failed_ = !send_all(chunk);
     return !failed_;
   }
 
@@ -290,15 +290,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
   void finish_on_worker() {
     if (response_.stream) {
       response_.stream(*this);
-      if (!failed_ && (head_sent_ || send_head())) {
-        failed_ = static_cast<bool>(on_io([&](auto done) {
-          net::async_write(stream_, bhttp::make_chunk_last(), std::move(done));
-        }));
-      }
+      if (!failed_ && (head_sent_ || send_head())) failed_ = !send_all("0\r\n\r\n");
     } else {
-      auto message = make_message();
-      failed_ = static_cast<bool>(
-          on_io([&](auto done) { bhttp::async_write(stream_, *message, std::move(done)); }));
+      std::ostringstream out;
+      out << *make_message();
+      failed_ = !send_all(out.str());
     }
     net::post(stream_.get_executor(), [self = shared_from_this()] { self->after_response(); });
   }
@@ -323,28 +319,35 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
     for (const auto& [k, v] : response_.headers) head.set(k, v);
     head.chunked(true);
     head.keep_alive(keep_alive_);
-    bhttp::response_serializer<bhttp::empty_body> sr(head);
+    std::ostringstream out;
+    out << head.base();
     head_sent_ = true;
-    failed_ = static_cast<bool>(
-        on_io([&](auto done) { bhttp::async_write_header(stream_, sr, std::move(done)); }));
+    failed_ = !send_all(out.str());
     return !failed_;
   }
 
-  // Runs an asynchronous write on the I/O thread under the write deadline
-  // and waits for it (from a worker).
-  template <class Start>
-  beast::error_code on_io(Start start) {
-    auto done = std::make_shared<std::promise<beast::error_code>>();
-    std::future<beast::error_code> result = done->get_future();
-    net::post(stream_.get_executor(), [this, &start, done] {
-      stream_.expires_after(server_.limits.write_timeout);
-      start([done](beast::error_code ec, size_t) { done->set_value(ec); });
-    });
-    if (result.wait_for(server_.limits.write_timeout + std::chrono::seconds(2)) !=
-        std::future_status::ready) {
-      return net::error::timed_out;  // the I/O thread is gone (stopped)
+  // Writes all of `data` from a worker, straight to the socket (the I/O
+  // thread does not touch it while the request is handled), under the
+  // write deadline.
+  bool send_all(std::string_view data) {
+    const int fd = stream_.socket().native_handle();
+    const auto deadline = std::chrono::steady_clock::now() + server_.limits.write_timeout;
+    size_t at = 0;
+    while (at < data.size()) {
+      const ssize_t n = ::send(fd, data.data() + at, data.size() - at, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n > 0) {
+        at += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) return false;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{fd, POLLOUT, 0};
+      ::poll(&p, 1, static_cast<int>(left.count()));
     }
-    return result.get();
+    return true;
   }
 
   // On the I/O thread, from the I/O thread.
