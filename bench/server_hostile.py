@@ -119,12 +119,14 @@ def main():
         c.request("POST", "/v1/completions", json.dumps({"prompt": prompt, "max_tokens": 48}),
                   {"Content-Type": "application/json"})
         c.getresponse().read()
-    for _ in range(3):  # slots decoding together: the batch shapes of busy traffic
-        ts = [threading.Thread(target=complete, args=(p_,)) for p_ in ["Once", "One day", "Lily", "The sun"]]
+    for _ in range(3):  # slots decoding together, some queued: the batch shapes of busy traffic
+        ts = [threading.Thread(target=complete, args=(p_,))
+              for p_ in ["Once", "One day", "Lily", "The sun", "Tom", "A dog", "It was", "The cat"]]
         [t.start() for t in ts]
         [t.join() for t in ts]
     time.sleep(0.5)
     steady = rss_kib(p.pid)
+    steady_anon = rss_kib(p.pid, "RssAnon")
     plans = metric(port, "tessera_plans_built_total")
     deep = b'{"prompt":"x","max_tokens":' + b"[" * 60000 + b"1" + b"]" * 60000 + b"}"
     r = raw(port, post(b"/v1/completions", deep))
@@ -193,10 +195,11 @@ def main():
     for c in slow:
         c.close()
     time.sleep(6)  # the server trims its heap 5 s after requests
-    after = rss_kib(p.pid)
+    after, after_anon = rss_kib(p.pid), rss_kib(p.pid, "RssAnon")
     row("memory after the burst", f"RSS {after / 1024:.1f} MB, steady {steady / 1024:.1f} MB before it "
-        f"({100.0 * (after - steady) / steady:+.0f}%; graph plans {plans:.0f} -> "
-        f"{metric(port, 'tessera_plans_built_total'):.0f})")
+        f"({100.0 * (after - steady) / steady:+.0f}%); anonymous {after_anon / 1024:.1f} MB vs "
+        f"{steady_anon / 1024:.1f} ({100.0 * (after_anon - steady_anon) / steady_anon:+.0f}%; the rest is "
+        f"code paged in); graph plans {plans:.0f} -> {metric(port, 'tessera_plans_built_total'):.0f}")
     slow = slow_connections(port)
     t0 = time.perf_counter()
     p.send_signal(signal.SIGTERM)

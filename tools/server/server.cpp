@@ -86,10 +86,12 @@ struct Server::Impl {
     std::vector<serving::Event> got;
     auto checked = std::chrono::steady_clock::now();
     while (got.empty() || (!c.stream && !got.back().done)) {
-      if (std::optional<serving::Event> e = events->pop(std::chrono::milliseconds(50))) {
-        got.push_back(std::move(*e));
-      }
-      if (std::chrono::steady_clock::now() - checked < std::chrono::milliseconds(50)) continue;
+      // Checked at every token and every 50 ms while none comes: a request
+      // whose client left ends within a decode step.
+      std::optional<serving::Event> e = events->pop(std::chrono::milliseconds(50));
+      const bool token = e.has_value();
+      if (token) got.push_back(std::move(*e));
+      if (!token && std::chrono::steady_clock::now() - checked < std::chrono::milliseconds(50)) continue;
       checked = std::chrono::steady_clock::now();
       if (conn.gone()) {
         r->cancel();
