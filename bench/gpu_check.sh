@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The GPU check, staged by bench/cuda_stage.sh as gpu-check/check.sh: one log
+# for the few minutes a GPU is lent. Runs from its own folder with its own
+# libraries and data; needs nothing installed but the NVIDIA driver (and the
+# CUDA toolkit's cuBLAS, which it reports on). Without a GPU every GPU step
+# prints why it skips, and the script still exits 0.
+#
+# In order: the GPU and cuBLAS; cuda_test; the conformance suite on CUDA0;
+# perplexity CPU vs GPU at -b 1, 8 and 512 on TinyLlama-shaped Q4_0, Q8_0
+# and Q4_K files (agreement to 1e-3); tessera bench -ngl 99 pp512 / tg128 at
+# depth 0 and 2048 on those and a llama2-7b-shaped Q4_0; tg with CUDA graphs
+# off; per-kernel times when nsys is there.
+#
+# Knobs: MODELS (where synthesized models go: $HOME/.cache/tessera-gpu),
+# SKIP_7B=1, REPS (3).
+set -uo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export TESSERA_SHARED_DIR="$here/shared"
+MODELS="${MODELS:-${HOME:-/tmp}/.cache/tessera-gpu}"
+REPS="${REPS:-3}"
+tessera="$here/bin/tessera"
+t0=$(date +%s)
+stage() { echo; echo "=== $1 ($(( $(date +%s) - t0 )) s) ==="; }
+skip() { echo "SKIP: $1"; }
+
+stage "machine"
+echo "commit $(cat "$here/COMMIT" 2>/dev/null || echo '?'), $(nproc) CPUs, $(uname -r)"
+gpu=0
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  gpu=1
+else
+  skip "no GPU here (nvidia-smi missing or it finds no device): every GPU step below skips"
+fi
+"$tessera" devices || { echo "FAIL: tessera does not start here (libraries?)"; ldd "$tessera" | grep "not found"; exit 1; }
+if "$tessera" devices --json 2>/dev/null | grep -q '"CUDA0"'; then
+  gpu=1
+else
+  [[ $gpu == 1 ]] && echo "FAIL: a GPU is here but tessera found no CUDA device (see 'tessera devices' above)"
+  gpu=0
+fi
+if ldconfig -p 2>/dev/null | grep -q libcublas.so || compgen -G "/usr/local/cuda*/lib64/libcublas.so*" >/dev/null; then
+  echo "cuBLAS: found"
+else
+  echo "cuBLAS: NOT found (prefill GEMMs fall back; install the CUDA toolkit's libcublas)"
+fi
+
+stage "cuda_test"
+if [[ $gpu == 1 ]]; then "$here/bin/cuda_test" --gtest_brief=1 2>&1 | tail -30; else skip "cuda_test: no GPU"; fi
+
+stage "conformance suite on CUDA0"
+if [[ $gpu == 1 ]]; then
+  "$here/bin/conformance_test" --gtest_filter='*CUDA0*' --gtest_brief=1 2>&1 | tail -30
+else
+  skip "conformance on CUDA0: no GPU"
+fi
+
+stage "models"
+if [[ $gpu == 0 ]]; then
+  skip "models: no GPU to run them on"
+  stage "done"
+  exit 0
+fi
+mkdir -p "$MODELS"
+vocab="$here/shared/fixtures/tokenizer/ggml-vocab-llama-spm.gguf"
+make_model() {  # shape type file
+  [[ -f "$3" ]] && return 0
+  "$tessera" synth --shape "$1" --type "$2" --vocab "$vocab" -o "$3" 2>&1 | grep -E "^wrote|rror"
+  [[ -f "$3" ]]
+}
+files=()
+for type in q4_0 q8_0; do
+  f="$MODELS/tinyllama-$type.gguf"
+  make_model tinyllama-1.1b "$type" "$f" && files+=("$f")
+done
+f16="$MODELS/tinyllama-f16.gguf"
+q4k="$MODELS/tinyllama-q4_k_m.gguf"
+if [[ ! -f "$q4k" ]] && make_model tinyllama-1.1b f16 "$f16" &&
+   "$tessera" quantize "$f16" "$q4k" Q4_K_M "$(nproc)" >/dev/null 2>&1; then
+  :
+fi
+if [[ -f "$q4k" ]]; then files+=("$q4k"); else skip "Q4_K_M: tessera quantize cannot make it in this build"; fi
+ls -la "${files[@]}"
+
+stage "perplexity, CPU vs GPU (agreement to 1e-3)"
+ppl() { "$tessera" perplexity -m "$1" -f "$here/data/story.txt" -c 128 -b "$2" -ngl "$3" 2>&1 |
+        grep -oE 'PPL = [0-9.]+' | tail -1 | cut -d' ' -f3; }
+if [[ $gpu == 1 ]]; then
+  for f in "${files[@]}"; do
+    for b in 1 8 512; do
+      cpu=$(ppl "$f" "$b" 0); gpu_ppl=$(ppl "$f" "$b" 99)
+      verdict=$(python3 -c "c,g=float('${cpu:-nan}'),float('${gpu_ppl:-nan}');print('ok' if abs(c-g)<=1e-3*c else 'DIFFERS')" 2>/dev/null || echo "?")
+      echo "$(basename "$f") -b $b: cpu $cpu gpu $gpu_ppl $verdict"
+    done
+  done
+else
+  skip "perplexity on the GPU: no GPU"
+fi
+
+stage "where the graph runs (-ngl 99: one split means no matmul left on the CPU)"
+if [[ $gpu == 1 ]]; then
+  for f in "${files[@]}"; do
+    echo "$(basename "$f"):"
+    TESSERA_SCHED_DEBUG=1 "$tessera" run -m "$f" -ngl 99 -p Hello -n 2 --temp 0 2>&1 | grep -iE "split|placement" | head -8
+  done
+else
+  skip "placement on the GPU: no GPU"
+fi
+
+stage "tessera bench -ngl 99 (pp512, tg128; depth 0 and 2048)"
+if [[ $gpu == 1 ]]; then
+  if [[ "${SKIP_7B:-0}" != 1 ]]; then
+    f="$MODELS/llama2-7b-q4_0.gguf"
+    make_model llama2-7b q4_0 "$f" && files+=("$f")
+  fi
+  for f in "${files[@]}"; do
+    "$tessera" bench -m "$f" -ngl 99 -p 512 -n 128 -d 0,2048 -r "$REPS" 2>&1 | tail -6
+  done
+  stage "tg128 with CUDA graphs off"
+  for f in "${files[@]}"; do
+    TESSERA_CUDA_GRAPHS=0 "$tessera" bench -m "$f" -ngl 99 -p 0 -n 128 -r "$REPS" 2>&1 | tail -3
+  done
+else
+  skip "benchmarks on the GPU: no GPU"
+fi
+
+stage "per-kernel time"
+if [[ $gpu == 1 ]] && command -v nsys >/dev/null; then
+  nsys profile -o "$MODELS/tg" --force-overwrite true --stats=true \
+    "$tessera" run -m "${files[0]}" -ngl 99 -p Hello -n 64 --temp 0 2>&1 | grep -A25 "cuda_gpu_kern_sum" | head -30
+elif [[ $gpu == 1 ]]; then
+  skip "per-kernel time: no nsys on this machine"
+else
+  skip "per-kernel time: no GPU"
+fi
+
+stage "done"
