@@ -10,23 +10,10 @@ connections open.
 Standard library only; every connection goes to 127.0.0.1 and every loop is
 bounded.
 """
-import argparse, gzip, http.client, json, os, re, signal, socket, statistics, subprocess, sys, threading, time
+import argparse, gzip, http.client, json, os, re, signal, socket, statistics, sys, threading, time
 
-
-def start(bin_, model, *extra):
-    p = subprocess.Popen([bin_, "serve", "--port", "0", "-m", model, "-np", "4", *extra],
-                         stderr=subprocess.PIPE, text=True)
-    port = None
-    for line in p.stderr:
-        m = re.search(r"listening on http://[^:]+:(\d+)", line)
-        if m:
-            port = int(m.group(1))
-        if line.startswith("ready"):
-            break
-    if port is None:
-        sys.exit("tessera serve did not start")
-    threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
-    return p, port
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from server_load import start  # noqa: E402
 
 
 def rss_kib(pid, field="VmRSS"):
@@ -97,7 +84,7 @@ def main():
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--bin", default=os.path.join(os.path.dirname(__file__), "../build/release/bin/tessera"))
     a = ap.parse_args()
-    p, port = start(a.bin, a.model)
+    p, port = start(a.bin, a.model, 4)
     rows = []
 
     def row(finding, what):
@@ -173,7 +160,7 @@ def main():
         f"{metric(port, 'tessera_requests_cancelled_total'):.0f} cancelled")
     body = b'{"prompt":"x","max_tokens":1}'
     r1 = raw(port, b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 29\r\nContent-Length: 5\r\n\r\n" + body)
-    q, qp = start(a.bin, a.model, "--api-key", "KEY")
+    q, qp = start(a.bin, a.model, 4, 0, "--api-key", "KEY")
     r2 = raw(qp, b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nX-Foo: a\nX-Api-Key: KEY\r\n\r\n")
     q.send_signal(signal.SIGTERM)
     q.wait(timeout=30)

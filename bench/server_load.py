@@ -18,8 +18,9 @@ PROMPTS = ["Once upon a time", "One day", "Lily was", "The sun", "Tom and Sam",
            "The cat", "Mom said", "It was", "The bird", "Ben had", "At night"]
 
 
-def start(bin_, model, slots, threads):
-    args = [bin_, "serve", "--port", "0", "-m", model, "-np", str(slots), "-c", str(512 * slots)]
+def start(bin_, model, slots, threads=0, *extra):
+    """`tessera serve` on a free port with `slots` slots of 512 cells; (process, port) once ready."""
+    args = [bin_, "serve", "--port", "0", "-m", model, "-np", str(slots), "-c", str(512 * slots), *extra]
     if threads:
         args += ["-t", str(threads)]
     p = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)

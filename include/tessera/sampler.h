@@ -36,6 +36,10 @@ struct SamplerParams {
   std::vector<std::pair<int32_t, float>> logit_bias;  // added to a token's logit first
 };
 
+// Throws Error(kInvalidArgument) for top-p / min-p outside [0, 1] or
+// repeat-last-n < -1 (what Sampler(params) refuses).
+void check_sampler_params(const SamplerParams& params);
+
 struct TokenData {
   int32_t id;
   float logit;
@@ -75,8 +79,7 @@ class Sampler {
   // An empty chain: add() stages; without a picking stage it picks greedily.
   Sampler() = default;
   // llama.cpp's chain for `params`; `masks` go after the banned tokens.
-  // Throws Error(kInvalidArgument) for top-p / min-p outside [0, 1] or
-  // repeat-last-n < -1.
+  // Throws as check_sampler_params.
   explicit Sampler(const SamplerParams& params, int64_t n_ctx = 4096,
                    std::vector<std::unique_ptr<SamplerStage>> masks = {});
 

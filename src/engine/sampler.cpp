@@ -240,8 +240,7 @@ std::unique_ptr<SamplerStage> draw(uint32_t seed) { return std::make_unique<Draw
 
 }  // namespace sampling
 
-Sampler::Sampler(const SamplerParams& p, int64_t n_ctx,
-                 std::vector<std::unique_ptr<SamplerStage>> masks) {
+void check_sampler_params(const SamplerParams& p) {
   if (p.top_p < 0 || p.top_p > 1 || p.min_p < 0 || p.min_p > 1) {
     fail(ErrorCategory::kInvalidArgument, "[sampler] top-p {} and min-p {}: expected 0 to 1",
          p.top_p, p.min_p);
@@ -250,6 +249,11 @@ Sampler::Sampler(const SamplerParams& p, int64_t n_ctx,
     fail(ErrorCategory::kInvalidArgument, "[sampler] repeat-last-n {}: expected >= -1",
          p.repeat_last_n);
   }
+}
+
+Sampler::Sampler(const SamplerParams& p, int64_t n_ctx,
+                 std::vector<std::unique_ptr<SamplerStage>> masks) {
+  check_sampler_params(p);
   seed_ = p.seed == 0xFFFFFFFF ? std::random_device{}() : p.seed;
   if (!p.logit_bias.empty()) add(sampling::logit_bias(p.logit_bias));
   if (!p.banned.empty()) add(sampling::ban(p.banned));

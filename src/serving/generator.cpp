@@ -133,7 +133,7 @@ void Generator::submit(const std::shared_ptr<Request>& r) {
            t, context_.n_vocab());
     }
   }
-  Sampler check(r->params.sampling);  // the parameters' errors, here rather than in the loop
+  check_sampler_params(r->params.sampling);  // here rather than in the loop
   {
     std::lock_guard lock(mutex_);
     if (stopping_) throw Stopped("the server is shutting down");

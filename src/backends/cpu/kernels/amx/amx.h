@@ -21,6 +21,17 @@ inline constexpr int64_t kGemmRows = 256;
 // default) reuse only 4 times: that unpacking was 1/6 of the Q4_K GEMM's time.
 inline constexpr int64_t kKGemmCols = 256;
 
+// The 64-byte operand of ldtilecfg (palette 1): each tile's rows and bytes
+// per row.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
 void mat_q4_0_panel(const MatArgs& a);
 void mat_q8_0_panel(const MatArgs& a);
 void mat_q4_k_panel(const MatArgs& a);  // kpanel.cpp

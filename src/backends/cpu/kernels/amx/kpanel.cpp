@@ -37,13 +37,6 @@ constexpr size_t kQsOffset = offsetof(block_q8_K, qs);
 #define TILE_B0 6
 #define TILE_B1 7
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
 
 // n columns per A and C tile; sub-blocks of kSubK elements.
 void configure(int n, int sub_k) {

@@ -35,14 +35,6 @@ constexpr size_t kQ8Offset = offsetof(BlockQ8, qs);
 #define TILE_B0 4
 #define TILE_B1 5
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-static_assert(sizeof(TileConfig) == 64);
 
 // n columns per A and C tile (the last column tile may be short).
 void configure(int n) {
