@@ -238,10 +238,14 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       return dequantize_row_q6_K_ref(static_cast<const block_q6_K*>(src), dst, n);
     case DType::kQ8_K:
       return dequantize_row_q8_K_ref(static_cast<const block_q8_K*>(src), dst, n);
+    case DType::kIQ4_NL:
+      return dequantize_row_iq4_nl_ref(static_cast<const block_iq4_nl*>(src), dst, n);
+    case DType::kIQ4_XS:
+      return dequantize_row_iq4_xs_ref(static_cast<const block_iq4_xs*>(src), dst, n);
     default:
       fail(ErrorCategory::kUnsupported,
            "[dequantize_row] found type {}, expected one with a reference dequantizer "
-           "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k..q6_k, q8_k)",
+           "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k..q6_k, q8_k, iq4_nl, iq4_xs)",
            dtype_name(type));
   }
 }

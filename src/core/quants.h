@@ -123,6 +123,29 @@ struct block_q8_K {
 };
 static_assert(sizeof(block_q8_K) == 292);
 
+// The 16 levels of the IQ4 types, a non-uniform grid denser near zero: code
+// q (a nibble) stands for kvalues_iq4nl[q] times the block's scale.
+inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// x = d * kvalues_iq4nl[q], q a nibble laid out as in Q4_0.
+struct block_iq4_nl {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(block_iq4_nl) == 18);
+
+// 8 sub-blocks of 32: x = d * (ls - 32) * kvalues_iq4nl[q], ls a 6-bit scale:
+// low 4 bits of scale j in nibble j % 2 of scales_l[j / 2], high 2 bits at bits
+// 2j of scales_h. Sub-block j's codes as in one IQ4_NL block at qs + 16 j.
+struct block_iq4_xs {
+  uint16_t d;
+  uint16_t scales_h;
+  uint8_t scales_l[kQKK / 64];
+  uint8_t qs[kQKK / 2];
+};
+static_assert(sizeof(block_iq4_xs) == 136);
+
 // Unpacks 6-bit scale and min j (0..7) of a Q4_K / Q5_K block: j < 4 sit in
 // the low 6 bits of bytes j and j + 4; j >= 4 keep their low 4 bits in the
 // nibbles of byte j + 4 and their top 2 bits in the top bits of bytes j - 4 and j.
@@ -156,5 +179,7 @@ void dequantize_row_q4_K_ref(const block_q4_K* x, float* y, int64_t n);
 void dequantize_row_q5_K_ref(const block_q5_K* x, float* y, int64_t n);
 void dequantize_row_q6_K_ref(const block_q6_K* x, float* y, int64_t n);
 void dequantize_row_q8_K_ref(const block_q8_K* x, float* y, int64_t n);
+void dequantize_row_iq4_nl_ref(const block_iq4_nl* x, float* y, int64_t n);
+void dequantize_row_iq4_xs_ref(const block_iq4_xs* x, float* y, int64_t n);
 
 }  // namespace tessera

@@ -292,6 +292,47 @@ TEST(QuantsDecode, Q6_K) {
   EXPECT_EQ(z[16], -0.0f);   // scale 0
 }
 
+// IQ4_NL: nibble q indexes the fixed table; element j low nibble of qs[j], j + 16 high.
+TEST(QuantsDecode, IQ4_NL) {
+  auto b = zero_block<block_iq4_nl>();
+  b.d = kF16Quarter;
+  for (int j = 0; j < 16; ++j) b.qs[j] = static_cast<uint8_t>(j | (((5 * j + 3) & 15) << 4));
+  const auto y = decode(DType::kIQ4_NL, b);
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(y[j], 0.25f * static_cast<float>(kvalues_iq4nl[j])) << j;
+    EXPECT_EQ(y[j + 16], 0.25f * static_cast<float>(kvalues_iq4nl[(5 * j + 3) & 15])) << j;
+  }
+  EXPECT_EQ(y[0], -31.75f);   // -127 / 4
+  EXPECT_EQ(y[15], 28.25f);   // 113 / 4
+  EXPECT_EQ(y[16], -16.25f);  // code 3: -65 / 4
+  EXPECT_EQ(y[8], 0.25f);     // code 8: 1 / 4, the table has no zero
+}
+
+// IQ4_XS: 6-bit scale of sub-block j from nibble j % 2 of scales_l[j / 2] and
+// bits 2j of scales_h, minus 32; codes per sub-block as one IQ4_NL block.
+TEST(QuantsDecode, IQ4_XS) {
+  auto b = zero_block<block_iq4_xs>();
+  b.d = kF16Half;
+  const int ls[8] = {0, 63, 32, 33, 31, 17, 48, 5};
+  for (int j = 0; j < 8; ++j) {
+    b.scales_l[j / 2] |= static_cast<uint8_t>((ls[j] & 15) << (4 * (j % 2)));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | ((ls[j] >> 4) << (2 * j)));
+  }
+  auto q = [](int e) { return (7 * e + e / 19) & 15; };
+  for (int e = 0; e < 256; ++e) {
+    const int j = e / 32, l = e % 32;
+    b.qs[16 * j + l % 16] |= static_cast<uint8_t>(q(e) << (4 * (l / 16)));
+  }
+  const auto y = decode(DType::kIQ4_XS, b);
+  for (int e = 0; e < 256; ++e) {
+    const float dl = 0.5f * static_cast<float>(ls[e / 32] - 32);
+    EXPECT_EQ(y[e], dl * static_cast<float>(kvalues_iq4nl[q(e)])) << e;
+  }
+  EXPECT_EQ(y[0], 2032.0f);      // scale 0 - 32 = -32, code 0: -16 * -127
+  EXPECT_EQ(y[64], 0.0f);        // scale 32: zero
+  EXPECT_EQ(y[32], 15.5f * -104.0f);  // element 32: code (224 + 1) & 15 = 1, scale 31 * 0.5
+}
+
 TEST(QuantsDecode, Q8_K) {
   auto b = zero_block<block_q8_K>();
   b.d = 0.375f;
@@ -560,7 +601,7 @@ TEST(QuantsDispatch, IqTypesAreUnsupported) {
   std::vector<float> x(512, 0.5f);
   std::vector<uint8_t> bytes(1024, 0x11);
   for (DType type : {DType::kIQ2_XXS, DType::kIQ2_XS, DType::kIQ3_XXS, DType::kIQ1_S,
-                     DType::kIQ4_NL, DType::kIQ3_S, DType::kIQ2_S, DType::kIQ4_XS, DType::kIQ1_M}) {
+                     DType::kIQ3_S, DType::kIQ2_S, DType::kIQ1_M}) {
     const int64_t n = dtype_info(type).block_size;
     expect_error(
         ErrorCategory::kUnsupported, [&] { dequantize_row(type, bytes.data(), x.data(), n); },
