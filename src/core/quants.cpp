@@ -270,16 +270,26 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return quantize_row_q5_1_ref(src, static_cast<block_q5_1*>(dst), n);
     case DType::kQ8_0:
       return quantize_row_q8_0_ref(src, static_cast<block_q8_0*>(dst), n);
+    case DType::kQ2_K:
+      return quantize_row_q2_K_ref(src, static_cast<block_q2_K*>(dst), n);
+    case DType::kQ3_K:
+      return quantize_row_q3_K_ref(src, static_cast<block_q3_K*>(dst), n);
     case DType::kQ4_K:
       return quantize_row_q4_K_ref(src, static_cast<block_q4_K*>(dst), n);
+    case DType::kQ5_K:
+      return quantize_row_q5_K_ref(src, static_cast<block_q5_K*>(dst), n);
     case DType::kQ6_K:
       return quantize_row_q6_K_ref(src, static_cast<block_q6_K*>(dst), n);
+    case DType::kIQ4_NL:
+      return quantize_row_iq4_nl_ref(src, static_cast<block_iq4_nl*>(dst), n);
+    case DType::kIQ4_XS:
+      return quantize_row_iq4_xs_ref(src, static_cast<block_iq4_xs*>(dst), n);
     case DType::kQ8_K:
       return quantize_row_q8_K_ref(src, static_cast<block_q8_K*>(dst), n);
     default:
       fail(ErrorCategory::kUnsupported,
            "[quantize_row] found type {}, expected one with a reference quantizer "
-           "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q6_k, q8_k)",
+           "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k..q6_k, q8_k, iq4_nl, iq4_xs)",
            dtype_name(type));
   }
 }

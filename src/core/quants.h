@@ -164,8 +164,15 @@ void quantize_row_q4_1_ref(const float* x, block_q4_1* y, int64_t n);
 void quantize_row_q5_0_ref(const float* x, block_q5_0* y, int64_t n);
 void quantize_row_q5_1_ref(const float* x, block_q5_1* y, int64_t n);
 void quantize_row_q8_0_ref(const float* x, block_q8_0* y, int64_t n);
+// K-quants and IQ4 quantize as ggml does without an importance matrix, byte
+// for byte (see quants_k_quantize.cpp, quants_iq4.cpp).
+void quantize_row_q2_K_ref(const float* x, block_q2_K* y, int64_t n);
+void quantize_row_q3_K_ref(const float* x, block_q3_K* y, int64_t n);
 void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n);
+void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n);
 void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n);
+void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t n);
+void quantize_row_iq4_xs_ref(const float* x, block_iq4_xs* y, int64_t n);
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);
 
 void dequantize_row_q4_0_ref(const block_q4_0* x, float* y, int64_t n);

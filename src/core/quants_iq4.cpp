@@ -3,10 +3,142 @@
 //
 // Dequantizers evaluate each value with the same float operations, in the same
 // order, as ggml's dequantize_row_iq4_*, so results match it bit for bit.
+//
+// Quantizers (no importance matrix) reproduce the bytes of ggml's
+// quantize_iq4_nl / quantize_iq4_xs, the functions llama-quantize calls, with
+// their 15-step scale search (ntry 7). ggml's quantize_row_iq4_nl_ref skips
+// that search and gives other bytes; tessera follows the file writer.
+#include "core/quants_search.h"
+
+#include <cmath>
+#include <cstring>
+
 #include "core/quants.h"
 #include "tessera/half.h"
 
 namespace tessera {
+namespace {
+
+using quant_search::clamp_int;
+using quant_search::kGroupMaxEps;
+using quant_search::nearest_int;
+
+constexpr int kSearchSteps = 7;  // inverse scales (values[0] + t) / max, t in -7..7
+
+// Index of the table value nearest v; ties between neighbours go up.
+int nearest_level(float v) {
+  const int8_t* t = kvalues_iq4nl;
+  if (v <= static_cast<float>(t[0])) return 0;
+  if (v >= static_cast<float>(t[15])) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < static_cast<float>(t[mid])) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
+  }
+  return v - static_cast<float>(t[hi - 1]) < static_cast<float>(t[hi]) - v ? hi - 1 : hi;
+}
+
+// Best scale for one block of 32 (x ~ d * table[L]), weights x^2: start from
+// the signed max mapped to the table's first entry, refit by least squares,
+// then try 15 inverse scales around it, keeping the one maximising
+// (sum w q x)^2 / sum w q^2. Writes the codes of the starting fit to L.
+float fit_block(const float* x, uint8_t* L) {
+  float amax = 0, max = 0;
+  for (int j = 0; j < 32; ++j) {
+    const float ax = std::fabs(x[j]);
+    if (ax > amax) {
+      amax = ax;
+      max = x[j];
+    }
+  }
+  if (amax < kGroupMaxEps) return 0.0f;
+  const float first = static_cast<float>(kvalues_iq4nl[0]);
+  float d = -max / first;
+  float id = 1 / d;
+  float sumqx = 0, sumq2 = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int l = nearest_level(id * x[j]);
+    L[j] = static_cast<uint8_t>(l);
+    const float q = static_cast<float>(kvalues_iq4nl[l]);
+    const float w = x[j] * x[j];
+    sumqx += w * q * x[j];
+    sumq2 += w * q * q;
+  }
+  d = sumqx / sumq2;
+  float best = d * sumqx;
+  for (int t = -kSearchSteps; t <= kSearchSteps; ++t) {
+    id = static_cast<float>(t + kvalues_iq4nl[0]) / max;
+    sumqx = sumq2 = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float q = static_cast<float>(kvalues_iq4nl[nearest_level(id * x[j])]);
+      const float w = x[j] * x[j];
+      sumqx += w * q * x[j];
+      sumq2 += w * q * q;
+    }
+    if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
+      d = sumqx / sumq2;
+      best = d * sumqx;
+    }
+  }
+  return d;
+}
+
+// Packs 32 codes of one block: element j in the low nibble of qs[j], j + 16 high.
+void pack_nibbles(const uint8_t* L, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+}
+
+}  // namespace
+
+void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+    uint8_t L[kQK];
+    const float d = fit_block(x, L);
+    y[b].d = fp32_to_fp16(d);
+    // Codes against the unrounded scale, as ggml does.
+    const float id = d != 0 ? 1 / d : 0;
+    for (int j = 0; j < kQK; ++j) L[j] = static_cast<uint8_t>(nearest_level(id * x[j]));
+    pack_nibbles(L, y[b].qs);
+  }
+}
+
+void quantize_row_iq4_xs_ref(const float* x, block_iq4_xs* y, int64_t n) {
+  for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK) {
+    block_iq4_xs& out = y[b];
+    uint8_t L[kQKK];
+    float scales[8];
+    float max_scale = 0, amax_scale = 0;
+    for (int j = 0; j < 8; ++j) {
+      scales[j] = fit_block(x + 32 * j, L + 32 * j);
+      const float a = std::fabs(scales[j]);
+      if (a > amax_scale) {
+        amax_scale = a;
+        max_scale = scales[j];
+      }
+    }
+    // The largest block scale maps to -32 (6-bit scales stored with +32); an
+    // all-zero super-block stores d = -0 as ggml does.
+    const float d = -max_scale / 32;
+    out.d = fp32_to_fp16(d);
+    out.scales_h = 0;
+    std::memset(out.scales_l, 0, sizeof out.scales_l);
+    const float id = d != 0 ? 1 / d : 0.f;
+    for (int j = 0; j < 8; ++j) {
+      const int l = clamp_int(nearest_int(id * scales[j]), -32, 31);
+      const float dl = d * static_cast<float>(l);
+      const float idl = dl != 0 ? 1 / dl : 0.f;
+      for (int e = 0; e < 32; ++e) L[32 * j + e] = static_cast<uint8_t>(nearest_level(idl * x[32 * j + e]));
+      const int stored = l + 32;
+      out.scales_l[j / 2] = static_cast<uint8_t>(out.scales_l[j / 2] | ((stored & 0xF) << (4 * (j % 2))));
+      out.scales_h = static_cast<uint16_t>(out.scales_h | ((stored >> 4) << (2 * j)));
+    }
+    for (int j = 0; j < 8; ++j) pack_nibbles(L + 32 * j, out.qs + 16 * j);
+  }
+}
 
 void dequantize_row_iq4_nl_ref(const block_iq4_nl* x, float* y, int64_t n) {
   for (int64_t b = 0; b < n / kQK; ++b, y += kQK) {

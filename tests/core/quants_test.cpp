@@ -505,15 +505,16 @@ TEST(QuantsRoundTrip, Q8_K) {
   });
 }
 
-// K-quants with sub-block scales: RMSE of each super-block relative to its
+// K-quants and IQ4 with sub-block scales: RMSE of each block relative to its
 // RMS. For U[-a, a] data (RMS a / sqrt 3) rounding to a step h errs uniformly
-// on [-h/2, h/2], RMS h / sqrt 12. Bounds below leave room for the 6- or 8-bit
-// rounding of the sub-block scales and for sampling noise over 256 values.
-void check_k_rmse(const RoundTrip& t, int64_t b, double max_ratio, double max_abs_steps) {
-  const float* x = t.x.data() + b * kQKK;
-  const float* y = t.y.data() + b * kQKK;
+// on [-h/2, h/2], RMS h / sqrt 12. Bounds below leave room for the 4-, 6- or
+// 8-bit rounding of the sub-block scales and for sampling noise over the block.
+// Measured figures: 2000 super-blocks of U[-s, s], s log-uniform in 1e-2..1e2.
+void check_rmse(const RoundTrip& t, int64_t b, int block, double max_ratio, double max_abs_steps) {
+  const float* x = t.x.data() + b * block;
+  const float* y = t.y.data() + b * block;
   double err2 = 0, x2 = 0, amax = 0, max_err = 0;
-  for (int e = 0; e < kQKK; ++e) {
+  for (int e = 0; e < block; ++e) {
     err2 += (y[e] - x[e]) * static_cast<double>(y[e] - x[e]);
     x2 += x[e] * static_cast<double>(x[e]);
     amax = std::fmax(amax, std::fabs(x[e]));
@@ -527,24 +528,75 @@ void check_k_rmse(const RoundTrip& t, int64_t b, double max_ratio, double max_ab
   EXPECT_LE(max_err, max_abs_steps * amax) << "block " << b;
 }
 
+void check_k_rmse(const RoundTrip& t, int64_t b, double max_ratio, double max_abs_steps) {
+  check_rmse(t, b, kQKK, max_ratio, max_abs_steps);
+}
+
+// Q2_K: 4 levels over a 16-element sub-block's range 2a: h = 2a / 3, RMS error
+// 0.192 a against RMS 0.577 a: ratio 0.333 for plain rounding; ggml's search
+// (|x|-weighted absolute error, 16 trial scales) only keeps better fits:
+// 0.23 mean, 0.28 worst measured. Bound 0.333. An element errs by at most one
+// step when the search clamps the extreme code: 2/3 of amax (0.42 measured).
+TEST(QuantsRoundTrip, Q2_K) {
+  for_each_round_trip(DType::kQ2_K, kSuperSizes,
+                      [](const RoundTrip& t, int64_t b) { check_k_rmse(t, b, 0.333, 2.0 / 3); });
+}
+
+// Q3_K: 8 levels, the signed max of a sub-block at code -4: h = a / 4, RMS
+// error a / (4 sqrt 12) = 0.072 a, ratio 0.125 (0.125 mean, 0.142 worst
+// measured: the code moves raise the weighted fit, not the plain RMSE, and the
+// 6-bit sub-block scales round by up to 1/64). Bound 0.17. The opposite end
+// has only +3: an element there errs by one step plus a half for the scale
+// rounding, 0.375 of amax (0.27 measured).
+TEST(QuantsRoundTrip, Q3_K) {
+  for_each_round_trip(DType::kQ3_K, kSuperSizes,
+                      [](const RoundTrip& t, int64_t b) { check_k_rmse(t, b, 0.17, 0.375); });
+}
+
 // Q4_K: 16 levels over a sub-block's range 2a: h = 2a / 15, RMS error
 // 2a / (15 sqrt 12) = 0.0385 a against RMS 0.577 a: ratio 0.067 before the
-// scale search (which only keeps lower-MSE fits: ~0.055 measured) and the 6-bit
-// scale/min rounding (scales near the top of 0..63 move by < 1 %). Bound 0.08.
-// The search may clamp the extreme element by up to one code (scales down to
-// range / 16), so one element can err by 1.5 steps: 1.5 * 2/15 = 0.2 of amax.
+// scale search (0.055 mean, 0.061 worst measured) and the 6-bit scale/min
+// rounding (< 1 % near the top of 0..63). Bound 0.08. The search may clamp
+// the extreme element by up to one code, so one element can err by 1.5 steps:
+// 1.5 * 2/15 = 0.2 of amax (0.11 measured).
 TEST(QuantsRoundTrip, Q4_K) {
   for_each_round_trip(DType::kQ4_K, kSuperSizes,
                       [](const RoundTrip& t, int64_t b) { check_k_rmse(t, b, 0.08, 0.2); });
 }
 
+// Q5_K: as Q4_K with 32 levels: h = 2a / 31, ratio 0.032 (0.028 mean, 0.031
+// worst measured). Bound 0.04; 1.5 steps = 0.097 of amax (0.06 measured).
+TEST(QuantsRoundTrip, Q5_K) {
+  for_each_round_trip(DType::kQ5_K, kSuperSizes,
+                      [](const RoundTrip& t, int64_t b) { check_k_rmse(t, b, 0.04, 0.097); });
+}
+
 // Q6_K: 64 levels, step h = a / 32 from the signed max: RMS error a / (32
-// sqrt 12) = 0.0090 a, ratio 0.0156 against RMS 0.577 a (~0.013 measured after
-// the search); 8-bit sub-block scales add < 1 %. Bound 0.02. Any element errs
-// by at most 2 steps (a clamp by up to one code plus rounding): 2/32 of amax.
+// sqrt 12) = 0.0090 a, ratio 0.0156 against RMS 0.577 a (0.013 mean, 0.015
+// worst measured); 8-bit sub-block scales add < 1 %. Bound 0.02. Any element
+// errs by at most 2 steps (a clamp by up to one code plus rounding): 2/32 of amax.
 TEST(QuantsRoundTrip, Q6_K) {
   for_each_round_trip(DType::kQ6_K, kSuperSizes,
                       [](const RoundTrip& t, int64_t b) { check_k_rmse(t, b, 0.02, 2.0 / 32); });
+}
+
+// IQ4: 16 table levels over [-127, 113] times the block scale; the mean gap
+// is 16 units, so with the block max near the table's end h ~ 2a / 15 as for
+// Q4_K: ratio ~0.067 (0.064 mean measured for both). The widest gap is 24
+// units (89 -> 113) of the 127 the max maps to: an element errs by at most half
+// of it, 0.094 of amax, plus as much again when the scale search shrinks the
+// scale and clamps the extreme element: 0.19, bound 0.2 (0.14 / 0.16 measured).
+// IQ4_NL is checked per block of 32, where the noise over fewer samples is
+// larger (0.090 worst measured): bound 0.12; IQ4_XS per 256 (0.071 worst,
+// plus 6-bit sub-block scales): bound 0.09.
+TEST(QuantsRoundTrip, IQ4_NL) {
+  for_each_round_trip(DType::kIQ4_NL, kLegacySizes,
+                      [](const RoundTrip& t, int64_t b) { check_rmse(t, b, kQK, 0.12, 0.2); });
+}
+
+TEST(QuantsRoundTrip, IQ4_XS) {
+  for_each_round_trip(DType::kIQ4_XS, kSuperSizes,
+                      [](const RoundTrip& t, int64_t b) { check_k_rmse(t, b, 0.09, 0.2); });
 }
 
 TEST(QuantsRoundTrip, PlainTypesConvertElementwise) {

@@ -1,0 +1,104 @@
+// llama.cpp's side of bench/quantize_compare.sh: the prebuilt libllama /
+// libggml-base that node-llama-cpp publishes on npm (see bench/llamacpp.sh),
+// with the few entry points it calls declared here.
+//
+//   quantize_compare quantize IN.gguf OUT.gguf FTYPE
+//     llama_model_quantize with default parameters and ftype FTYPE (the
+//     llama_ftype number, e.g. 15 for Q4_K_M), as `llama-quantize IN OUT N`.
+//   quantize_compare hashes
+//     quantizes the rows of tests/core/quants_ggml_test.cpp (same generator,
+//     restated below) with ggml_quantize_chunk for each type the test checks
+//     and prints one FNV-1a 64 hash of the bytes per (type, row): the expected
+//     data that test keeps. The two generators must stay identical.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct opaque_params {  // larger than llama_model_quantize_params
+  _Alignas(8) unsigned char bytes[1024];
+};
+struct opaque_params llama_model_quantize_default_params(void);
+uint32_t llama_model_quantize(const char* in, const char* out, const struct opaque_params* params);
+void llama_backend_init(void);
+size_t ggml_quantize_chunk(int type, const float* src, void* dst, int64_t start, int64_t nrows,
+                           int64_t n_per_row, const float* imatrix);
+size_t ggml_row_size(int type, int64_t ne);
+
+// ---- the test rows: keep identical to tests/core/quants_ggml_test.cpp ----
+enum { kRows = 8, kPerRow = 512 };
+
+static uint32_t next_u32(uint32_t* s) {  // xorshift32
+  *s ^= *s << 13;
+  *s ^= *s >> 17;
+  *s ^= *s << 5;
+  return *s;
+}
+static float uniform(uint32_t* s) {  // [-1, 1), exact in float
+  return (float)(int32_t)(next_u32(s) >> 8) * (1.0f / 8388608.0f) - 1.0f;
+}
+static void make_rows(float* x) {
+  uint32_t s = 0x9E3779B9u;
+  for (int r = 0; r < kRows; ++r) {
+    float* row = x + r * kPerRow;
+    for (int i = 0; i < kPerRow; ++i) {
+      const float u = uniform(&s);
+      switch (r) {
+        case 0: row[i] = u; break;                                   // uniform
+        case 1: {  // weight-like bell; the draws sequenced as in the test
+          const float u2 = uniform(&s);
+          const float u3 = uniform(&s);
+          row[i] = 0.02f * (u + u2 + u3);
+          break;
+        }
+        case 2: row[i] = i % 37 == 5 ? 40.0f * u : u; break;          // outliers
+        case 3: row[i] = 3e-6f * u; break;                            // tiny: f16 scales go subnormal
+        case 4: row[i] = 0.375f; break;                               // all equal
+        case 5: row[i] = 0.5f * u + 0.75f; break;                     // all positive
+        case 6: row[i] = (i / 32) % 3 == 1 ? 0.0f : u; break;         // zero blocks among others
+        default: row[i] = u * u * u; break;                           // heavy centre
+      }
+    }
+  }
+}
+
+static uint64_t fnv1a(const unsigned char* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static int hashes(void) {
+  static const struct {
+    const char* name;
+    int type;
+  } types[] = {{"q2_k", 10}, {"q3_k", 11}, {"q4_k", 12}, {"q5_k", 13},
+               {"q6_k", 14}, {"iq4_nl", 20}, {"iq4_xs", 23}};
+  static float x[kRows * kPerRow];
+  static unsigned char q[kRows * kPerRow * 2];
+  make_rows(x);
+  for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
+    const size_t row = ggml_row_size(types[t].type, kPerRow);
+    ggml_quantize_chunk(types[t].type, x, q, 0, kRows, kPerRow, NULL);
+    printf("%s", types[t].name);
+    for (int r = 0; r < kRows; ++r) printf(" 0x%016llxull", (unsigned long long)fnv1a(q + r * row, row));
+    printf("\n");
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 2 && strcmp(argv[1], "hashes") == 0) return hashes();
+  if (argc != 5 || strcmp(argv[1], "quantize") != 0) {
+    fprintf(stderr, "usage: %s quantize IN OUT FTYPE | %s hashes\n", argv[0], argv[0]);
+    return 2;
+  }
+  llama_backend_init();
+  struct opaque_params params = llama_model_quantize_default_params();
+  const int32_t nthread = 2, ftype = atoi(argv[4]);
+  memcpy(params.bytes + 0, &nthread, 4);  // nthread, then ftype: stable leading fields
+  memcpy(params.bytes + 4, &ftype, 4);
+  const uint32_t rc = llama_model_quantize(argv[2], argv[3], &params);
+  if (rc != 0) fprintf(stderr, "llama_model_quantize failed: %u\n", rc);
+  return rc == 0 ? 0 : 1;
+}

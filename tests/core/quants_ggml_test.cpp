@@ -1,0 +1,127 @@
+// The K-quant and IQ4 quantizers give ggml's bytes: fixed pseudo-random rows
+// (uniform, weight-like, outliers, tiny values whose f16 scales go subnormal,
+// all equal, all positive, zero blocks among others, heavy centre) quantized
+// here must hash to what ggml_quantize_chunk from llama.cpp's prebuilt
+// libggml-base (node-llama-cpp 3.22.1) gave on the same rows.
+//
+// Expected hashes come from `quantize_compare hashes` (bench/quantize_compare.c,
+// built by bench/quantize_compare.sh), which restates make_rows below; the two
+// generators must stay identical. To regenerate: run
+//   bench/quantize_compare.sh --hashes
+// and paste its lines into kExpected.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/quants.h"
+#include "tessera/dtype.h"
+
+namespace tessera {
+namespace {
+
+constexpr int kRows = 8, kPerRow = 512;
+
+uint32_t next_u32(uint32_t& s) {  // xorshift32
+  s ^= s << 13;
+  s ^= s >> 17;
+  s ^= s << 5;
+  return s;
+}
+
+float uniform(uint32_t& s) {  // [-1, 1), exact in float
+  return static_cast<float>(static_cast<int32_t>(next_u32(s) >> 8)) * (1.0f / 8388608.0f) - 1.0f;
+}
+
+std::vector<float> make_rows() {
+  std::vector<float> x(kRows * kPerRow);
+  uint32_t s = 0x9E3779B9u;
+  for (int r = 0; r < kRows; ++r) {
+    float* row = x.data() + r * kPerRow;
+    for (int i = 0; i < kPerRow; ++i) {
+      const float u = uniform(s);
+      switch (r) {
+        case 0: row[i] = u; break;
+        case 1: {
+          const float u2 = uniform(s);
+          const float u3 = uniform(s);
+          row[i] = 0.02f * (u + u2 + u3);
+          break;
+        }
+        case 2: row[i] = i % 37 == 5 ? 40.0f * u : u; break;
+        case 3: row[i] = 3e-6f * u; break;
+        case 4: row[i] = 0.375f; break;
+        case 5: row[i] = 0.5f * u + 0.75f; break;
+        case 6: row[i] = (i / 32) % 3 == 1 ? 0.0f : u; break;
+        default: row[i] = u * u * u; break;
+      }
+    }
+  }
+  return x;
+}
+
+uint64_t fnv1a(const uint8_t* p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+struct Expected {
+  DType type;
+  uint64_t rows[kRows];
+};
+
+// clang-format off
+const Expected kExpected[] = {
+    {DType::kQ2_K, {0x9782ee03257a1642ull, 0x14a61f8f817a0835ull, 0x974038c3738f61d7ull, 0xafe0586d59ca034eull, 0xe56f6dbed2d97f65ull, 0xbcdb44ffb9f500a7ull, 0x1942aa911410724bull, 0xcc3e33912e8df870ull}},
+    {DType::kQ3_K, {0xa90f19037ff37423ull, 0x3d05e3a46811e81full, 0x6246e666ad9339e4ull, 0x513bd52097ce96c8ull, 0x2703ff369f444e35ull, 0xfdb68aa147f96c3bull, 0x043379e2fb491787ull, 0xe5f48a20baaaddf2ull}},
+    {DType::kQ4_K, {0x7b00b8a45cf9f42bull, 0x945eebf5e2402499ull, 0xeaef9dfa9a7cc0cdull, 0x663c34a551ac498eull, 0x946eeab5e72e9ee5ull, 0x86c740d8e6e28f0full, 0xf04390fbbc22de51ull, 0xf732412f73f1b827ull}},
+    {DType::kQ5_K, {0x91ee20262c4a373bull, 0x7a530789e69cf09dull, 0x38dcbe459f07c75full, 0xdc3272853029606bull, 0x83f45a25142434e9ull, 0x7e539b4ae9556d48ull, 0x2db67a5dc61abab4ull, 0x4eac94b735f6c58eull}},
+    {DType::kQ6_K, {0x3fd782cf527410c1ull, 0xfe28d01c1c3e622bull, 0xf0219108600a8b55ull, 0x7e110752f7daa09full, 0x39fffff3fa1c9a25ull, 0x53c8518026a37c0full, 0x6c8cb0013732dc6cull, 0xae953294b5fd101full}},
+    {DType::kIQ4_NL, {0x72d24cd417c088dcull, 0xdfd12edb9e4c30b7ull, 0x84c8bf6bdf0fc583ull, 0xb4a155b4ec64b8d7ull, 0xa0e03c8a5c8d3425ull, 0xda04c316f500e1caull, 0x9fa669d41efd0e7eull, 0x7cb2195e2093a1b9ull}},
+    {DType::kIQ4_XS, {0x6d732922a435cf6aull, 0xd9ee70d1bcb2a29aull, 0x58f8db6b8dfb34c8ull, 0xcc09d49237bd1f11ull, 0x6f513dbe8b98eef5ull, 0x76981b9221e4d2f8ull, 0x192e015b2fd5f1d7ull, 0xe52f58c59bd0e1feull}},
+};
+// clang-format on
+
+const char* kRowNames[kRows] = {"uniform",      "weight-like", "outliers",   "tiny",
+                                "all equal",    "all positive", "zero blocks", "heavy centre"};
+
+TEST(QuantsGgml, BytesMatchGgmlQuantizeChunk) {
+  const std::vector<float> x = make_rows();
+  for (const Expected& e : kExpected) {
+    const size_t row_size = *row_bytes(e.type, kPerRow);
+    std::vector<uint8_t> q(row_size);
+    for (int r = 0; r < kRows; ++r) {
+      quantize_row(e.type, x.data() + r * kPerRow, q.data(), kPerRow);
+      EXPECT_EQ(fnv1a(q.data(), row_size), e.rows[r])
+          << dtype_name(e.type) << " row " << r << " (" << kRowNames[r] << ")";
+    }
+  }
+}
+
+// The rows really are what the comment says (a changed generator would make
+// the hashes above meaningless rather than fail loudly).
+TEST(QuantsGgml, RowsHaveTheirShapes) {
+  const std::vector<float> x = make_rows();
+  auto row = [&](int r, int i) { return x[r * kPerRow + i]; };
+  float amax2 = 0, amax0 = 0;
+  for (int i = 0; i < kPerRow; ++i) {
+    amax0 = std::max(amax0, std::abs(row(0, i)));
+    amax2 = std::max(amax2, std::abs(row(2, i)));
+    EXPECT_LE(std::abs(row(3, i)), 3e-6f);
+    EXPECT_EQ(row(4, i), 0.375f);
+    EXPECT_GT(row(5, i), 0.0f);
+    if ((i / 32) % 3 == 1) {
+      EXPECT_EQ(row(6, i), 0.0f);
+    }
+  }
+  EXPECT_GT(amax0, 0.99f);
+  EXPECT_GT(amax2, 10.0f);  // the outliers
+  EXPECT_NE(row(0, 0), row(0, 1));
+}
+
+}  // namespace
+}  // namespace tessera
