@@ -5,11 +5,16 @@
 //   quantize_compare quantize IN.gguf OUT.gguf FTYPE
 //     llama_model_quantize with default parameters and ftype FTYPE (the
 //     llama_ftype number, e.g. 15 for Q4_K_M), as `llama-quantize IN OUT N`.
+//   quantize_compare diff A.gguf B.gguf
+//     per tensor of A: same type and bytes in B? For those that differ prints
+//     the name, both types and the largest |a - b| after dequantizing both
+//     with ggml; last line "identical N of M".
 //   quantize_compare hashes
 //     quantizes the rows of tests/core/quants_ggml_test.cpp (same generator,
 //     restated below) with ggml_quantize_chunk for each type the test checks
 //     and prints one FNV-1a 64 hash of the bytes per (type, row): the expected
 //     data that test keeps. The two generators must stay identical.
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +29,34 @@ void llama_backend_init(void);
 size_t ggml_quantize_chunk(int type, const float* src, void* dst, int64_t start, int64_t nrows,
                            int64_t n_per_row, const float* imatrix);
 size_t ggml_row_size(int type, int64_t ne);
+const char* ggml_type_name(int type);
+
+// gguf.h / ggml.h, as declared there since 2024.
+struct gguf_init_params {
+  _Bool no_alloc;
+  void** ctx;
+};
+void* gguf_init_from_file(const char* fname, struct gguf_init_params params);
+void gguf_free(void* ctx);
+int64_t gguf_get_n_tensors(const void* ctx);
+int64_t gguf_find_tensor(const void* ctx, const char* name);
+const char* gguf_get_tensor_name(const void* ctx, int64_t id);
+int gguf_get_tensor_type(const void* ctx, int64_t id);
+size_t gguf_get_tensor_offset(const void* ctx, int64_t id);
+size_t gguf_get_tensor_size(const void* ctx, int64_t id);
+size_t gguf_get_data_offset(const void* ctx);
+int64_t gguf_find_key(const void* ctx, const char* key);
+uint32_t gguf_get_val_u32(const void* ctx, int64_t key_id);
+struct ggml_type_traits {
+  const char* type_name;
+  int64_t blck_size;
+  int64_t blck_size_interleave;
+  size_t type_size;
+  _Bool is_quantized;
+  void (*to_float)(const void* x, float* y, int64_t k);
+  void (*from_float_ref)(const float* x, void* y, int64_t k);
+};
+const struct ggml_type_traits* ggml_get_type_traits(int type);
 
 // ---- the test rows: keep identical to tests/core/quants_ggml_test.cpp ----
 enum { kRows = 8, kPerRow = 512 };
@@ -87,10 +120,96 @@ static int hashes(void) {
   return 0;
 }
 
+struct gguf_file {
+  void* ctx;
+  FILE* f;
+};
+
+static int open_gguf(const char* path, struct gguf_file* g) {
+  struct gguf_init_params p = {1, NULL};
+  g->ctx = gguf_init_from_file(path, p);
+  g->f = fopen(path, "rb");
+  if (!g->ctx || !g->f) {
+    fprintf(stderr, "quantize_compare: cannot read %s as GGUF\n", path);
+    return 0;
+  }
+  return 1;
+}
+
+static unsigned char* read_tensor(const struct gguf_file* g, int64_t id, size_t* size) {
+  *size = gguf_get_tensor_size(g->ctx, id);
+  unsigned char* p = malloc(*size ? *size : 1);
+  if (fseek(g->f, (long)(gguf_get_data_offset(g->ctx) + gguf_get_tensor_offset(g->ctx, id)), SEEK_SET) != 0 ||
+      fread(p, 1, *size, g->f) != *size) {
+    fprintf(stderr, "quantize_compare: short read of %s\n", gguf_get_tensor_name(g->ctx, id));
+    exit(1);
+  }
+  return p;
+}
+
+static float* to_f32(int type, const unsigned char* p, size_t size, int64_t* n) {
+  const struct ggml_type_traits* t = ggml_get_type_traits(type);
+  *n = (int64_t)(size / t->type_size) * t->blck_size;
+  float* y = malloc((size_t)*n * sizeof(float) + 1);
+  if (type == 0) {
+    memcpy(y, p, (size_t)*n * sizeof(float));
+  } else {
+    t->to_float(p, y, *n);
+  }
+  return y;
+}
+
+static int diff(const char* a_path, const char* b_path) {
+  struct gguf_file a, b;
+  if (!open_gguf(a_path, &a) || !open_gguf(b_path, &b)) return 1;
+  const int64_t fa = gguf_find_key(a.ctx, "general.file_type"), fb = gguf_find_key(b.ctx, "general.file_type");
+  if (fa < 0 || fb < 0 || gguf_get_val_u32(a.ctx, fa) != gguf_get_val_u32(b.ctx, fb)) {
+    printf("general.file_type differs\n");
+  }
+  const int64_t n = gguf_get_n_tensors(a.ctx);
+  int same = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const char* name = gguf_get_tensor_name(a.ctx, i);
+    const int64_t j = gguf_find_tensor(b.ctx, name);
+    if (j < 0) {
+      printf("%s: missing from %s\n", name, b_path);
+      continue;
+    }
+    const int ta = gguf_get_tensor_type(a.ctx, i), tb = gguf_get_tensor_type(b.ctx, j);
+    size_t sa, sb;
+    unsigned char* pa = read_tensor(&a, i, &sa);
+    unsigned char* pb = read_tensor(&b, j, &sb);
+    if (ta == tb && sa == sb && memcmp(pa, pb, sa) == 0) {
+      ++same;
+    } else {
+      int64_t na, nb;
+      float* ya = to_f32(ta, pa, sa, &na);
+      float* yb = to_f32(tb, pb, sb, &nb);
+      double max_diff = 0;
+      for (int64_t k = 0; k < na && k < nb; ++k) {
+        const double d = fabs((double)ya[k] - (double)yb[k]);
+        if (d > max_diff) max_diff = d;
+      }
+      printf("  %-32s %-7s vs %-7s max |diff| %.3g\n", name, ggml_type_name(ta), ggml_type_name(tb), max_diff);
+      free(ya);
+      free(yb);
+    }
+    free(pa);
+    free(pb);
+  }
+  printf("identical %d of %lld\n", same, (long long)n);
+  gguf_free(a.ctx);
+  gguf_free(b.ctx);
+  fclose(a.f);
+  fclose(b.f);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "hashes") == 0) return hashes();
+  if (argc == 4 && strcmp(argv[1], "diff") == 0) return diff(argv[2], argv[3]);
   if (argc != 5 || strcmp(argv[1], "quantize") != 0) {
-    fprintf(stderr, "usage: %s quantize IN OUT FTYPE | %s hashes\n", argv[0], argv[0]);
+    fprintf(stderr, "usage: %s quantize IN OUT FTYPE | diff A B | hashes\n", argv[0]);
     return 2;
   }
   llama_backend_init();

@@ -1,6 +1,10 @@
-// Converting a GGUF model's weights to another type, as llama-quantize does
-// for the types tessera writes: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0,
-// Q5_1, Q6_K. The metadata is copied; general.file_type is set.
+// Converting a GGUF model's weights to another type, as llama-quantize does:
+// the same targets (its file types, "mixes": Q4_K_M, Q5_K_M, IQ4_XS, ... and
+// the plain F32 / F16 / BF16 / Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1), the same
+// per-tensor rules (llama_tensor_get_type: which weights get more bits, the
+// output head, fallbacks for rows no multiple of a block), and, without an
+// importance matrix, the same bytes. The metadata is copied; general.file_type
+// is set to the mix's llama_ftype number.
 #pragma once
 
 #include <cstdint>
@@ -14,12 +18,31 @@
 
 namespace tessera {
 
+// A target as llama-quantize names it: a llama_ftype, written as
+// general.file_type, and the type most 2-D weights get.
+struct QuantizeMix {
+  std::string_view name;  // "Q4_K_M"
+  uint32_t ftype;         // 15 (include/llama.h's LLAMA_FTYPE_MOSTLY_Q4_K_M)
+  DType type;             // kQ4_K
+};
+
+// The mix by name (any case; llama-quantize's aliases Q3_K, Q4_K, Q5_K for the
+// _M mixes) or by ftype number ("15"); null for others.
+std::optional<QuantizeMix> quantize_mix_from_name(std::string_view name);
+// The mix whose default type is `type` and that has no per-tensor rules but
+// the output head's (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q6_K); null for others.
+std::optional<QuantizeMix> quantize_mix_of(DType type);
+// "Q2_K (10), Q3_K_S (11), ...", for help and errors.
+std::string quantize_mix_names();
+
 struct QuantizeOptions {
-  DType type = DType::kQ8_0;  // of the 2-D weights
-  int threads = 0;            // 0: all logical CPUs
-  // Every 2-D weight in `type`. Otherwise, as llama-quantize does for the
-  // quantized types, the output head (token_embd when the model ties it) is
-  // Q6_K, or Q8_0 when `type` is Q8_0 or its rows are no multiple of 256.
+  QuantizeMix mix = *quantize_mix_of(DType::kQ8_0);
+  int threads = 0;  // 0: all logical CPUs
+  // Every 2-D weight in mix.type (falling back, as llama-quantize does, where
+  // rows are no multiple of the block). Otherwise llama-quantize's rules for
+  // the mix pick each tensor's type: for a quantized mix the output head
+  // (token_embd when the model ties it) is Q6_K (Q8_0 for Q8_0); the K and
+  // IQ4 mixes give attn_v, ffn_down, attn_output more bits in some layers.
   bool pure = false;
   // Weights already quantized (Q4_K, ...) are dequantized and quantized again
   // only when allowed: it adds the second rounding's error.
@@ -49,8 +72,9 @@ QuantizeSummary quantize_model(const std::filesystem::path& in, const std::files
                                const QuantizeOptions& options,
                                const QuantizeProgress& progress = {});
 
-// A type as llama-quantize names it ("Q4_0", "q8_0", "F16", "BF16", "Q6_K")
-// or its file-type number ("2"); null for others and types tessera cannot write.
+// A tensor type, for --output-tensor-type / --token-embedding-type, by its
+// ggml name in any case ("q6_k", "Q8_0", "iq4_nl") or the file-type number of
+// the plain mix that has it ("7"); null for types tessera cannot write.
 std::optional<DType> quantize_type_from_name(std::string_view name);
 // The names quantize_type_from_name accepts, for help and errors.
 std::string quantize_type_names();

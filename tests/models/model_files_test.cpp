@@ -1,17 +1,25 @@
 // tessera synth and quantize as libraries: random models of the declared
-// shape and statistics, the same bytes whatever the thread count, and
-// quantized tensors equal to the reference quantizer's rows.
+// shape and statistics, the same bytes whatever the thread count, quantized
+// tensors equal to the reference quantizer's rows, and llama-quantize's mixes
+// (Q4_K_M, IQ4_XS, ...) giving each tensor the type its rules say.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+#include <span>
 
 #include <fmt/format.h>
 
 #include "models/model_test_util.h"
+#include "tessera/engine.h"
 #include "tessera/error.h"
+#include "tessera/runtime.h"
+#include "tessera/sampler.h"
 #include "tessera/gguf.h"
 #include "tessera/quantize.h"
 #include "tessera/synth.h"
@@ -119,7 +127,7 @@ TEST_F(ModelFilesTest, QuantizedRowsEqualTheReferenceQuantizer) {
     SCOPED_TRACE(dtype_name(type));
     const auto out = dir_ / fmt::format("{}.gguf", dtype_name(type));
     QuantizeOptions o;
-    o.type = type;
+    o.mix = *quantize_mix_of(type);
     const QuantizeSummary s = quantize_model(src, out, o);
     const gguf::File q = gguf::File::open(out);
     EXPECT_EQ(q.find("general.file_type")->u32(), *llama_file_type(type));
@@ -151,7 +159,7 @@ TEST_F(ModelFilesTest, QuantizedRowsEqualTheReferenceQuantizer) {
 TEST_F(ModelFilesTest, QuantizeFollowsPureRequantizeAndThreadsRules) {
   const auto src = synth("src16.gguf", DType::kF16);
   QuantizeOptions o;
-  o.type = DType::kQ4_0;
+  o.mix = *quantize_mix_of(DType::kQ4_0);
   o.pure = true;
   o.threads = 1;
   quantize_model(src, dir_ / "pure1.gguf", o);
@@ -161,7 +169,7 @@ TEST_F(ModelFilesTest, QuantizeFollowsPureRequantizeAndThreadsRules) {
   EXPECT_EQ(gguf::File::open(dir_ / "pure1.gguf").find_tensor("output.weight")->type, DType::kQ4_0);
 
   // Requantizing is refused by name unless allowed; allowed, it dequantizes.
-  o.type = DType::kQ8_0;
+  o.mix = *quantize_mix_of(DType::kQ8_0);
   o.pure = false;
   try {
     quantize_model(dir_ / "pure1.gguf", dir_ / "re.gguf", o);
@@ -187,8 +195,240 @@ TEST_F(ModelFilesTest, QuantizeFollowsPureRequantizeAndThreadsRules) {
   EXPECT_EQ(quantize_type_from_name("q4_0"), DType::kQ4_0);
   EXPECT_EQ(quantize_type_from_name("BF16"), DType::kBF16);
   EXPECT_EQ(quantize_type_from_name("7"), DType::kQ8_0);
-  EXPECT_FALSE(quantize_type_from_name("Q4_K_M").has_value());
+  EXPECT_FALSE(quantize_type_from_name("Q4_K_M").has_value());  // a mix, not a tensor type
+  EXPECT_EQ(quantize_type_from_name("iq4_nl"), DType::kIQ4_NL);
   EXPECT_THROW(quantize_model(src, src, o), Error);  // never over its own input
+}
+
+// Mixes by llama-quantize's names (any case, its aliases) and llama.h's numbers.
+TEST(QuantizeMixNames, NamesNumbersAndAliases) {
+  const std::pair<const char*, uint32_t> kNamed[] = {
+      {"Q2_K", 10},   {"q3_k_s", 11}, {"Q3_K_M", 12}, {"Q3_K_L", 13}, {"Q4_K_S", 14},
+      {"q4_k_m", 15}, {"Q5_K_S", 16}, {"Q5_K_M", 17}, {"Q6_K", 18},   {"IQ4_NL", 25},
+      {"iq4_xs", 30}, {"Q4_K", 15},   {"Q3_K", 12},   {"Q5_K", 17},   {"Q8_0", 7},
+      {"F16", 1},     {"15", 15},     {"30", 30},     {"2", 2}};
+  for (const auto& [name, ftype] : kNamed) {
+    const std::optional<QuantizeMix> m = quantize_mix_from_name(name);
+    ASSERT_TRUE(m.has_value()) << name;
+    EXPECT_EQ(m->ftype, ftype) << name;
+  }
+  EXPECT_EQ(quantize_mix_from_name("Q4_K_M")->type, DType::kQ4_K);
+  EXPECT_EQ(quantize_mix_from_name("IQ4_XS")->type, DType::kIQ4_XS);
+  for (const char* bad : {"Q4_K_X", "q9_0", "IQ2_XXS", "19", "", "15x"}) {
+    EXPECT_FALSE(quantize_mix_from_name(bad).has_value()) << bad;
+  }
+  const std::string names = quantize_mix_names();
+  EXPECT_NE(names.find("Q4_K_M (15)"), std::string::npos) << names;
+  EXPECT_NE(names.find("IQ4_XS (30)"), std::string::npos) << names;
+}
+
+// Every quantized tensor of `q` holds, row by row, the reference quantizer's
+// bytes for the source row (dequantized first), in the type `q` says.
+void expect_reference_rows(const gguf::File& in, const gguf::File& q) {
+  for (const gguf::TensorInfo& t : in.tensors()) {
+    const gguf::TensorInfo* r = q.find_tensor(t.name);
+    ASSERT_NE(r, nullptr) << t.name;
+    if (r->type == t.type) continue;
+    const size_t in_row = *row_bytes(t.type, t.ne[0]), out_row = *row_bytes(r->type, t.ne[0]);
+    std::vector<float> v(static_cast<size_t>(t.ne[0]));
+    std::vector<uint8_t> expect(out_row);
+    const int64_t rows = t.n_elements() / t.ne[0];
+    for (int64_t row : {int64_t{0}, rows / 2, rows - 1}) {
+      dequantize_row(t.type, in.tensor_data(t).data() + row * in_row, v.data(), t.ne[0]);
+      quantize_row(r->type, v.data(), expect.data(), t.ne[0]);
+      const auto got = q.tensor_data(*r).subspan(static_cast<size_t>(row) * out_row, out_row);
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), expect.begin())) << t.name << " row " << row;
+    }
+  }
+}
+
+// The tiny shape: 2 layers, 8 heads over 4 KV heads (n_gqa 2), its own output
+// head, rows of 256 and 512. use_more_bits(i, 2) holds for layer 1 only
+// (i >= 7 * 2 / 8), so Q4_K_M gives blk.1's attn_v and ffn_down Q6_K. The
+// expected types are llama_tensor_get_type's, worked out by hand per mix.
+TEST_F(ModelFilesTest, MixesGiveEachTensorLlamaQuantizesType) {
+  const auto src = synth("mix-src.gguf", DType::kF16);
+  const gguf::File in = gguf::File::open(src);
+  struct Case {
+    const char* mix;
+    uint32_t ftype;
+    DType base, output, attn_v0, attn_v1, ffn_down0, ffn_down1, attn_output;
+  };
+  using enum DType;
+  const Case kCases[] = {
+      {"Q4_K_M", 15, kQ4_K, kQ6_K, kQ4_K, kQ6_K, kQ4_K, kQ6_K, kQ4_K},
+      {"Q5_K_M", 17, kQ5_K, kQ6_K, kQ5_K, kQ6_K, kQ5_K, kQ6_K, kQ5_K},
+      {"Q4_K_S", 14, kQ4_K, kQ6_K, kQ5_K, kQ5_K, kQ4_K, kQ4_K, kQ4_K},   // attn_v: first 4 layers
+      {"Q3_K_M", 12, kQ3_K, kQ6_K, kQ5_K, kQ5_K, kQ4_K, kQ4_K, kQ4_K},   // attn_v: first 2
+      {"Q3_K_L", 13, kQ3_K, kQ6_K, kQ5_K, kQ5_K, kQ5_K, kQ5_K, kQ5_K},
+      {"Q2_K", 10, kQ2_K, kQ6_K, kQ3_K, kQ3_K, kQ3_K, kQ3_K, kQ3_K},     // n_gqa 2 < 4: attn_v Q3_K
+      {"IQ4_XS", 30, kIQ4_XS, kQ6_K, kIQ4_XS, kIQ4_XS, kIQ4_XS, kIQ4_XS, kIQ4_XS},  // n/8 = 0
+      {"IQ4_NL", 25, kIQ4_NL, kQ6_K, kIQ4_NL, kIQ4_NL, kIQ4_NL, kIQ4_NL, kIQ4_NL},
+      {"Q6_K", 18, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K},
+  };
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.mix);
+    QuantizeOptions o;
+    o.mix = *quantize_mix_from_name(c.mix);
+    const auto out = dir_ / fmt::format("{}.gguf", c.mix);
+    quantize_model(src, out, o);
+    const gguf::File q = gguf::File::open(out);
+    EXPECT_EQ(q.find("general.file_type")->u32(), c.ftype);
+    for (const gguf::TensorInfo& t : q.tensors()) {
+      const std::string_view n = t.name;
+      DType want = c.base;
+      if (t.n_dims < 2) want = kF32;
+      else if (n == "output.weight") want = c.output;
+      else if (n == "blk.0.attn_v.weight") want = c.attn_v0;
+      else if (n == "blk.1.attn_v.weight") want = c.attn_v1;
+      else if (n == "blk.0.ffn_down.weight") want = c.ffn_down0;
+      else if (n == "blk.1.ffn_down.weight") want = c.ffn_down1;
+      else if (n.ends_with("attn_output.weight")) want = c.attn_output;
+      EXPECT_EQ(t.type, want) << t.name;
+    }
+    expect_reference_rows(in, q);
+  }
+}
+
+// Q6_K, Q4_K_M and Q2_K files load and generate, with logits nearer the F16
+// model's the more bits they keep. Scale of the errors: a Gaussian weight row
+// in blocks of 32 spans about +-2.1 sigma, so Q4_K's step is ~0.28 sigma and
+// its RMS error ~0.08 sigma: a normalized MSE of ~6e-3 for each product. The
+// logits pass through the embedding, two layers and the head; if those errors
+// added independently along 5 products, 3e-2 (measured 2.4e-2): bound 5e-2.
+// (Measured Q6_K 2.7e-3, Q2_K 0.29; the synthetic model is fixed by its seed.)
+// Q6_K (steps 4x finer) must be well under it, Q2_K (4x coarser) well over.
+TEST_F(ModelFilesTest, KQuantModelsGenerateNearTheF16Model) {
+  const auto src = synth("gen-f16.gguf", DType::kF16);
+  std::unique_ptr<Runtime> rt = make_runtime(false);
+  const std::unique_ptr<Model> f16 = Model::load(*rt, src);
+  const std::vector<int32_t> prompt = {1, 9038, 2501, 263, 931};  // <s> Once upon a time
+  Session reference(*f16);
+  const std::span<const float> first = reference.decode(prompt);
+  const std::vector<float> want(first.begin(), first.end());
+  std::map<std::string, double> error;
+  for (const char* mix : {"Q6_K", "Q4_K_M", "Q2_K"}) {
+    SCOPED_TRACE(mix);
+    QuantizeOptions o;
+    o.mix = *quantize_mix_from_name(mix);
+    const auto path = dir_ / fmt::format("gen-{}.gguf", mix);
+    quantize_model(src, path, o);
+    const std::unique_ptr<Model> q = Model::load(*rt, path);
+    Session s(*q);
+    std::span<const float> logits = s.decode(prompt);
+    error[mix] = nmse(logits, want);
+    Sampler sampler({.temp = 0.0f});
+    for (int i = 0; i < 8; ++i) {
+      const int32_t t = sampler.sample(logits);
+      ASSERT_GE(t, 0);
+      ASSERT_LT(t, 32000);
+      logits = s.decode(std::span(&t, 1));
+      ASSERT_EQ(logits.size(), 32000u);
+      for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+    }
+    EXPECT_EQ(s.n_past(), static_cast<int64_t>(prompt.size()) + 8);
+  }
+  EXPECT_LT(error["Q4_K_M"], 5e-2);
+  EXPECT_LT(error["Q6_K"], error["Q4_K_M"] / 4);
+  EXPECT_GT(error["Q2_K"], error["Q4_K_M"] * 2);
+  std::cerr << "logits nmse vs F16: Q6_K " << error["Q6_K"] << ", Q4_K_M " << error["Q4_K_M"]
+            << ", Q2_K " << error["Q2_K"] << "\n";
+}
+
+// A hand-made 16-layer file (n_gqa 8), its tensors written in descending layer
+// order: llama-quantize counts attn_v and ffn_down in layer order whatever the
+// file order, so the use_more_bits layers are 0, 1, 14, 15 and every third from
+// 2 + 2 = 4 (4, 7, 10, 13). Rows of 96 and 40 fall back as tensor_type_fallback does.
+TEST_F(ModelFilesTest, MixRulesCountLayersAndFallBackOnOddRows) {
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.block_count", 16);
+  w.set_u32("llama.attention.head_count", 32);
+  w.set_u32("llama.attention.head_count_kv", 4);
+  uint32_t state = 12345;
+  auto add = [&](const std::string& name, int64_t ne0, int64_t ne1) {
+    std::vector<float> v(static_cast<size_t>(ne0 * ne1));
+    for (float& x : v) {
+      state = state * 1664525u + 1013904223u;
+      x = static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) / float(1 << 23);
+    }
+    const std::vector<int64_t> shape = {ne0, ne1};
+    w.add_tensor(name, DType::kF32, shape,
+                 std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)));
+  };
+  for (int l = 15; l >= 0; --l) {
+    add(fmt::format("blk.{}.attn_v.weight", l), 256, 2);
+    add(fmt::format("blk.{}.ffn_down.weight", l), 256, 2);
+  }
+  add("blk.0.ffn_up.weight", 96, 2);
+  add("blk.0.ffn_gate.weight", 40, 2);
+  add("output.weight", 96, 2);
+  const auto src = dir_ / "layers.gguf";
+  w.write(src);
+  const gguf::File in = gguf::File::open(src);
+
+  auto types_of = [&](const char* mix) {
+    QuantizeOptions o;
+    o.mix = *quantize_mix_from_name(mix);
+    const auto out = dir_ / fmt::format("layers-{}.gguf", mix);
+    quantize_model(src, out, o);
+    const gguf::File q = gguf::File::open(out);
+    expect_reference_rows(in, q);
+    std::map<std::string, DType> types;
+    for (const gguf::TensorInfo& t : q.tensors()) types[std::string(t.name)] = t.type;
+    return types;
+  };
+  using enum DType;
+  {
+    SCOPED_TRACE("Q4_K_M");
+    auto t = types_of("Q4_K_M");
+    const std::set<int> more = {0, 1, 4, 7, 10, 13, 14, 15};
+    for (int l = 0; l < 16; ++l) {
+      const DType want = more.count(l) ? kQ6_K : kQ4_K;
+      EXPECT_EQ(t[fmt::format("blk.{}.attn_v.weight", l)], want) << l;
+      EXPECT_EQ(t[fmt::format("blk.{}.ffn_down.weight", l)], want) << l;
+    }
+    EXPECT_EQ(t["blk.0.ffn_up.weight"], kQ5_0);   // Q4_K -> Q5_0
+    EXPECT_EQ(t["blk.0.ffn_gate.weight"], kF16);  // 40: no multiple of 32 either
+    EXPECT_EQ(t["output.weight"], kQ8_0);         // 96 % 256: Q8_0 as the head rule says
+  }
+  {
+    SCOPED_TRACE("IQ4_XS");
+    auto t = types_of("IQ4_XS");
+    for (int l = 0; l < 16; ++l) {
+      EXPECT_EQ(t[fmt::format("blk.{}.attn_v.weight", l)], kQ5_K) << l;  // n_gqa 8 >= 4
+      EXPECT_EQ(t[fmt::format("blk.{}.ffn_down.weight", l)], l < 2 ? kQ5_K : kIQ4_XS) << l;
+    }
+    EXPECT_EQ(t["blk.0.ffn_up.weight"], kIQ4_NL);
+  }
+  {
+    SCOPED_TRACE("Q3_K_M");
+    auto t = types_of("Q3_K_M");
+    for (int l = 0; l < 16; ++l) {
+      EXPECT_EQ(t[fmt::format("blk.{}.attn_v.weight", l)], l < 2 ? kQ5_K : kQ4_K) << l;
+      EXPECT_EQ(t[fmt::format("blk.{}.ffn_down.weight", l)], l < 1 ? kQ5_K : kQ4_K) << l;
+    }
+    EXPECT_EQ(t["blk.0.ffn_up.weight"], kQ4_0);  // Q3_K -> Q4_0
+  }
+  {
+    SCOPED_TRACE("Q2_K");
+    auto t = types_of("Q2_K");
+    EXPECT_EQ(t["blk.3.attn_v.weight"], kQ4_K);  // n_gqa 8 >= 4
+    EXPECT_EQ(t["blk.3.ffn_down.weight"], kQ3_K);
+  }
+  {
+    SCOPED_TRACE("Q4_K_M --pure --output-tensor-type q8_0");
+    QuantizeOptions o;
+    o.mix = *quantize_mix_from_name("Q4_K_M");
+    o.pure = true;
+    o.output_type = DType::kQ8_0;
+    quantize_model(src, dir_ / "layers-pure.gguf", o);
+    const gguf::File q = gguf::File::open(dir_ / "layers-pure.gguf");
+    EXPECT_EQ(q.find_tensor("blk.1.attn_v.weight")->type, kQ4_K);
+    EXPECT_EQ(q.find_tensor("blk.0.ffn_up.weight")->type, kQ5_0);  // pure still falls back
+    EXPECT_EQ(q.find_tensor("output.weight")->type, kQ8_0);
+    EXPECT_EQ(q.find("general.file_type")->u32(), 15u);
+  }
 }
 
 }  // namespace

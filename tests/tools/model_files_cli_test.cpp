@@ -42,6 +42,24 @@ TEST_F(ModelFilesCli, SynthThenQuantizeThenRun) {
   r = run_command(tessera("inspect " + at("q.gguf")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("q4_0"), std::string::npos) << r.out;
+
+  // A mix by llama-quantize's name, in any case: per-tensor types and why.
+  r = run_command(tessera("quantize " + at("t.gguf") + " " + at("k.gguf") + " q4_k_m 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("f16 -> q4_k"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("blk.1.attn_v.weight"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("f16 -> q6_k"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("use_more_bits"), std::string::npos) << r.err;
+  r = run_command(tessera("inspect " + at("k.gguf")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("q4_k"), std::string::npos) << r.out;
+  r = run_command(tessera("run -m " + at("k.gguf") + " -p 'Once upon a time' -n 8 --temp 0"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("8 tokens"), std::string::npos) << r.err;
+  // And by number (30: IQ4_XS).
+  r = run_command(tessera("quantize " + at("t.gguf") + " " + at("x.gguf") + " 30 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("f16 -> iq4_xs"), std::string::npos) << r.err;
 }
 
 TEST_F(ModelFilesCli, BadArgumentsAreNamed) {
@@ -57,8 +75,19 @@ TEST_F(ModelFilesCli, BadArgumentsAreNamed) {
   EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
   r = run_command(tessera("quantize /nonexistent.gguf " + at("x.gguf") + " Q4_K_M"));
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_NE(r.err.find("Q4_K_M"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("Q8_0 (7)"), std::string::npos) << r.err;  // what it takes
+  EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;  // the mix is known
+  r = run_command(tessera("quantize " + at("y.gguf") + " " + at("x.gguf") + " Q4_K_X"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("Q4_K_X"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("Q4_K_M (15)"), std::string::npos) << r.err;  // what it takes
+  EXPECT_NE(r.err.find("IQ4_XS (30)"), std::string::npos) << r.err;
+  r = run_command(tessera("quantize " + at("y.gguf") + " " + at("x.gguf") +
+                          " Q4_K_M --output-tensor-type q9_k"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--output-tensor-type"), std::string::npos) << r.err;
+  r = run_command(tessera("quantize --help"));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("Q4_K_M (15)"), std::string::npos) << r.out;
   EXPECT_FALSE(std::filesystem::exists(dir_ / "x.gguf"));
 }
 

@@ -1,5 +1,6 @@
 // `tessera quantize IN OUT TYPE [NTHREADS]`, in llama-quantize's argument
-// order and with its type names: converts a model's weights.
+// order and with its type names (the mixes Q4_K_M, IQ4_XS, ... by name in any
+// case or by number): converts a model's weights.
 #include <chrono>
 #include <memory>
 #include <optional>
@@ -14,6 +15,15 @@
 
 namespace tessera::cli {
 namespace {
+
+QuantizeMix parse_mix(const std::string& value) {
+  const auto m = quantize_mix_from_name(value);
+  if (!m) {
+    fail(ErrorCategory::kInvalidArgument, "[type] found '{}', expected one of {}", value,
+         quantize_mix_names());
+  }
+  return *m;
+}
 
 DType parse_type(const std::string& flag, const std::string& value) {
   const auto t = quantize_type_from_name(value);
@@ -34,9 +44,14 @@ Runner add_quantize(CLI::App& app) {
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("quantize", "Convert a model's weights to another type");
-  cmd->footer("Types: " + quantize_type_names() +
-              "\n1-D tensors (norms, biases) keep their type; unless --pure, the output head "
-              "is Q6_K (Q8_0 for Q8_0) when TYPE is quantized, as llama-quantize does.");
+  cmd->footer("Types (llama-quantize's names and numbers): " + quantize_mix_names() +
+              "; Q3_K, Q4_K, Q5_K stand for the _M mixes.\n"
+              "1-D tensors (norms, biases) keep their type. Unless --pure, llama-quantize's "
+              "per-tensor rules apply: the output head is Q6_K (Q8_0 for Q8_0); the K and IQ4 "
+              "mixes give attn_v, ffn_down and attn_output more bits in some layers; rows no "
+              "multiple of 256 fall back to a type with blocks of 32.\n"
+              "Tensor types for --output-tensor-type / --token-embedding-type: " +
+              quantize_type_names() + ".");
   cmd->add_option("input", opts->in, "GGUF model to read")->required();
   cmd->add_option("output", opts->out, "GGUF file to write")->required();
   cmd->add_option("type", opts->type, "Target type, by name or number")->required();
@@ -48,7 +63,7 @@ Runner add_quantize(CLI::App& app) {
   cmd->add_option("--token-embedding-type", opts->embd_type, "Type of token_embd.weight");
   return [opts]() {
     QuantizeOptions o;
-    o.type = parse_type("type", opts->type);
+    o.mix = parse_mix(opts->type);
     o.threads = opts->threads;
     o.pure = opts->pure;
     o.allow_requantize = opts->allow_requantize;

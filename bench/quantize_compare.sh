@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# tessera quantize against llama.cpp's llama_model_quantize on the same F16
+# model: per mix, how many tensors come out byte-identical (same type, same
+# bytes), and for the others the name, both types and the largest difference
+# after dequantization. llama.cpp is node-llama-cpp's prebuilt libllama from
+# npm (as bench/llamacpp.sh fetches it); bench/quantize_compare.c drives it.
+#
+#   bench/quantize_compare.sh            # the mixes below on a llama-100m F16
+#   bench/quantize_compare.sh --hashes   # expected data of tests/core/quants_ggml_test.cpp
+#
+# Knobs (environment): SHAPE (llama-100m), MIXES, THREADS (2), BUILD (the
+# build folder with bin/tessera, default build/release), CACHE, NLC_VERSION.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")/.." && pwd)"
+SHAPE="${SHAPE:-llama-100m}"
+MIXES="${MIXES:-Q4_K_M:15 Q5_K_M:17 Q6_K:18 Q3_K_M:12 Q2_K:10 IQ4_NL:25 IQ4_XS:30}"
+THREADS="${THREADS:-2}"
+BUILD="${BUILD:-$here/build/release}"
+CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
+NLC_VERSION="${NLC_VERSION:-3.22.1}"
+
+lib="$CACHE/llamacpp-$NLC_VERSION"
+bins="$lib/package/bins/linux-x64"
+if [[ ! -f "$bins/libllama.v0.5.0.so" ]]; then
+  echo "fetching @node-llama-cpp/linux-x64@$NLC_VERSION from npm into $lib ..." >&2
+  mkdir -p "$lib"
+  (cd "$lib" && npm pack --silent "@node-llama-cpp/linux-x64@$NLC_VERSION" >/dev/null &&
+    tar xzf node-llama-cpp-linux-x64-"$NLC_VERSION".tgz)
+fi
+llama_so="$(cd "$bins" && ls libllama.v*.so | head -1)"
+ggml_so="$(cd "$bins" && ls libggml.v*.so | head -1)"
+exe="$lib/quantize_compare"
+if [[ ! -x "$exe" || "$here/bench/quantize_compare.c" -nt "$exe" ]]; then
+  # -ffp-contract=off: the test rows must be the same floats as in the C++ test.
+  cc -O2 -std=c11 -ffp-contract=off -o "$exe" "$here/bench/quantize_compare.c" -L"$bins" \
+    -l:"$llama_so" -l:"$ggml_so" -l:libggml-base.so -lm -Wl,-rpath,"$bins"
+fi
+
+if [[ "${1:-}" == "--hashes" ]]; then
+  exec "$exe" hashes
+fi
+
+tessera="$BUILD/bin/tessera"
+[[ -x "$tessera" ]] || { echo "bench/quantize_compare.sh: $tessera not found; set BUILD" >&2; exit 1; }
+work="$CACHE/quantize-compare"
+mkdir -p "$work"
+src="$work/$SHAPE-f16.gguf"
+[[ -f "$src" ]] || "$tessera" synth --shape "$SHAPE" --type f16 -o "$src" >/dev/null 2>&1
+
+echo "# tessera quantize vs llama.cpp (node-llama-cpp $NLC_VERSION) on $SHAPE F16 — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+echo
+echo "| mix | ftype | byte-identical tensors | tessera s | llama.cpp s |"
+echo "| --- | ---: | ---: | ---: | ---: |"
+details=""
+for entry in $MIXES; do
+  mix="${entry%%:*}" ftype="${entry##*:}"
+  ours="$work/$SHAPE-$mix-tessera.gguf" theirs="$work/$SHAPE-$mix-llamacpp.gguf"
+  t0=$(date +%s.%N)
+  "$tessera" quantize "$src" "$ours" "$mix" "$THREADS" 2>"$work/tessera.log" ||
+    { echo "tessera quantize $mix failed (see $work/tessera.log)" >&2; exit 1; }
+  t1=$(date +%s.%N)
+  "$exe" quantize "$src" "$theirs" "$ftype" >"$work/llamacpp.log" 2>&1 ||
+    { echo "llama.cpp quantize $mix failed (see $work/llamacpp.log)" >&2; exit 1; }
+  t2=$(date +%s.%N)
+  out="$("$exe" diff "$ours" "$theirs")"
+  summary="$(tail -1 <<<"$out")"
+  echo "| $mix | $ftype | ${summary#identical } | $(echo "$t1 - $t0" | bc | xargs printf %.1f) | $(echo "$t2 - $t1" | bc | xargs printf %.1f) |"
+  if [[ "$(wc -l <<<"$out")" -gt 1 ]]; then details+="$mix:"$'\n'"$(head -n -1 <<<"$out")"$'\n'; fi
+  rm -f "$ours" "$theirs"
+done
+if [[ -n "$details" ]]; then
+  echo
+  echo "Tensors that differ:"
+  echo "$details"
+fi
