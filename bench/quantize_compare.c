@@ -95,6 +95,14 @@ static void make_rows(float* x) {
   }
 }
 
+// Importance per column: mostly in [0, 1), every 17th zero, every 29th 25.
+static void make_importance(float* w) {
+  for (uint32_t i = 0; i < kPerRow; ++i) {
+    const uint32_t h = i * 2654435761u;
+    w[i] = i % 17 == 3 ? 0.0f : i % 29 == 7 ? 25.0f : (float)(h >> 20) * (1.0f / 4096.0f);
+  }
+}
+
 static uint64_t fnv1a(const unsigned char* p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
@@ -105,17 +113,22 @@ static int hashes(void) {
   static const struct {
     const char* name;
     int type;
-  } types[] = {{"q2_k", 10}, {"q3_k", 11}, {"q4_k", 12}, {"q5_k", 13},
-               {"q6_k", 14}, {"iq4_nl", 20}, {"iq4_xs", 23}};
-  static float x[kRows * kPerRow];
+  } types[] = {{"q2_k", 10}, {"q3_k", 11},   {"q4_k", 12},   {"q5_k", 13}, {"q6_k", 14}, {"iq4_nl", 20},
+               {"iq4_xs", 23}, {"q4_0", 2}, {"q4_1", 3}, {"q5_0", 6}, {"q5_1", 7}};
+  static float x[kRows * kPerRow], w[kPerRow];
   static unsigned char q[kRows * kPerRow * 2];
   make_rows(x);
-  for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
-    const size_t row = ggml_row_size(types[t].type, kPerRow);
-    ggml_quantize_chunk(types[t].type, x, q, 0, kRows, kPerRow, NULL);
-    printf("%s", types[t].name);
-    for (int r = 0; r < kRows; ++r) printf(" 0x%016llxull", (unsigned long long)fnv1a(q + r * row, row));
-    printf("\n");
+  make_importance(w);
+  for (int weighted = 0; weighted < 2; ++weighted) {
+    printf(weighted ? "# with importance\n" : "# without\n");
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; ++t) {
+      if (!weighted && types[t].type < 10) continue;  // legacy types: tested elsewhere
+      const size_t row = ggml_row_size(types[t].type, kPerRow);
+      ggml_quantize_chunk(types[t].type, x, q, 0, kRows, kPerRow, weighted ? w : NULL);
+      printf("%s", types[t].name);
+      for (int r = 0; r < kRows; ++r) printf(" 0x%016llxull", (unsigned long long)fnv1a(q + r * row, row));
+      printf("\n");
+    }
   }
   return 0;
 }

@@ -294,4 +294,36 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
   }
 }
 
+void quantize_row_weighted(DType type, const float* src, void* dst, int64_t n,
+                           const float* importance) {
+  if (importance == nullptr) return quantize_row(type, src, dst, n);
+  check_row("quantize_row_weighted", type, n);
+  switch (type) {
+    case DType::kQ4_0:
+      return quantize_row_q4_0_weighted(src, static_cast<block_q4_0*>(dst), n, importance);
+    case DType::kQ4_1:
+      return quantize_row_q4_1_weighted(src, static_cast<block_q4_1*>(dst), n, importance);
+    case DType::kQ5_0:
+      return quantize_row_q5_0_weighted(src, static_cast<block_q5_0*>(dst), n, importance);
+    case DType::kQ5_1:
+      return quantize_row_q5_1_weighted(src, static_cast<block_q5_1*>(dst), n, importance);
+    case DType::kQ2_K:
+      return quantize_row_q2_K_weighted(src, static_cast<block_q2_K*>(dst), n, importance);
+    case DType::kQ3_K:
+      return quantize_row_q3_K_weighted(src, static_cast<block_q3_K*>(dst), n, importance);
+    case DType::kQ4_K:
+      return quantize_row_q4_K_weighted(src, static_cast<block_q4_K*>(dst), n, importance);
+    case DType::kQ5_K:
+      return quantize_row_q5_K_weighted(src, static_cast<block_q5_K*>(dst), n, importance);
+    case DType::kQ6_K:
+      return quantize_row_q6_K_weighted(src, static_cast<block_q6_K*>(dst), n, importance);
+    case DType::kIQ4_NL:
+      return quantize_row_iq4_nl_weighted(src, static_cast<block_iq4_nl*>(dst), n, importance);
+    case DType::kIQ4_XS:
+      return quantize_row_iq4_xs_weighted(src, static_cast<block_iq4_xs*>(dst), n, importance);
+    default:
+      return quantize_row(type, src, dst, n);
+  }
+}
+
 }  // namespace tessera

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 
+#include "tessera/dtype.h"
+
 namespace tessera {
 
 constexpr int kQK = 32;    // elements per legacy block (Q4_0 .. Q8_1)
@@ -173,6 +175,27 @@ void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n);
 void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n);
 void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t n);
 void quantize_row_iq4_xs_ref(const float* x, block_iq4_xs* y, int64_t n);
+
+// With an importance matrix: `qw` holds one weight per element of the row (n
+// floats, the same for every row of a tensor), as ggml's quantize_q*_K /
+// quantize_iq4_* / quantize_q4_0 ... take it; bytes equal theirs.
+void quantize_row_q2_K_weighted(const float* x, block_q2_K* y, int64_t n, const float* qw);
+void quantize_row_q3_K_weighted(const float* x, block_q3_K* y, int64_t n, const float* qw);
+void quantize_row_q4_K_weighted(const float* x, block_q4_K* y, int64_t n, const float* qw);
+void quantize_row_q5_K_weighted(const float* x, block_q5_K* y, int64_t n, const float* qw);
+void quantize_row_q6_K_weighted(const float* x, block_q6_K* y, int64_t n, const float* qw);
+void quantize_row_iq4_nl_weighted(const float* x, block_iq4_nl* y, int64_t n, const float* qw);
+void quantize_row_iq4_xs_weighted(const float* x, block_iq4_xs* y, int64_t n, const float* qw);
+void quantize_row_q4_0_weighted(const float* x, block_q4_0* y, int64_t n, const float* qw);
+void quantize_row_q4_1_weighted(const float* x, block_q4_1* y, int64_t n, const float* qw);
+void quantize_row_q5_0_weighted(const float* x, block_q5_0* y, int64_t n, const float* qw);
+void quantize_row_q5_1_weighted(const float* x, block_q5_1* y, int64_t n, const float* qw);
+
+// quantize_row (tessera/dtype.h) weighting each column's error by
+// `importance` (n floats, an importance-matrix row; null: quantize_row), as
+// ggml does for the K, IQ4 and Q4_0 / Q4_1 / Q5_0 / Q5_1 types; others ignore it.
+void quantize_row_weighted(DType type, const float* src, void* dst, int64_t n,
+                           const float* importance);
 void quantize_row_q8_K_ref(const float* x, block_q8_K* y, int64_t n);
 
 void dequantize_row_q4_0_ref(const block_q4_0* x, float* y, int64_t n);

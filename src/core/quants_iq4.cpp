@@ -4,9 +4,9 @@
 // Dequantizers evaluate each value with the same float operations, in the same
 // order, as ggml's dequantize_row_iq4_*, so results match it bit for bit.
 //
-// Quantizers (no importance matrix) reproduce the bytes of ggml's
-// quantize_iq4_nl / quantize_iq4_xs, the functions llama-quantize calls, with
-// their 15-step scale search (ntry 7). ggml's quantize_row_iq4_nl_ref skips
+// Quantizers reproduce the bytes of ggml's quantize_iq4_nl / quantize_iq4_xs,
+// the functions llama-quantize calls, with their 15-step scale search (ntry 7),
+// with or without an importance matrix. ggml's quantize_row_iq4_nl_ref skips
 // that search and gives other bytes; tessera follows the file writer.
 #include "core/quants_search.h"
 
@@ -42,11 +42,24 @@ int nearest_level(float v) {
   return v - static_cast<float>(t[hi - 1]) < static_cast<float>(t[hi]) - v ? hi - 1 : hi;
 }
 
-// Best scale for one block of 32 (x ~ d * table[L]), weights x^2: start from
+// Element weights of one block of 32: x^2, or with an importance matrix
+// qw * sqrt(sigma2 + x^2), sigma2 twice the mean square of the (super-)block.
+void block_weights(const float* x, const float* qw, float sigma2, float* w) {
+  for (int j = 0; j < 32; ++j) w[j] = qw != nullptr ? qw[j] * std::sqrt(sigma2 + x[j] * x[j]) : x[j] * x[j];
+}
+
+float twice_mean_square(const float* x, int n) {
+  float s = 0;
+  for (int j = 0; j < n; ++j) s += x[j] * x[j];
+  s *= 2.f / static_cast<float>(n);
+  return s;
+}
+
+// Best scale for one block of 32 (x ~ d * table[L]), weights w: start from
 // the signed max mapped to the table's first entry, refit by least squares,
 // then try 15 inverse scales around it, keeping the one maximising
 // (sum w q x)^2 / sum w q^2. Writes the codes of the starting fit to L.
-float fit_block(const float* x, uint8_t* L) {
+float fit_block(const float* x, const float* weight, uint8_t* L) {
   float amax = 0, max = 0;
   for (int j = 0; j < 32; ++j) {
     const float ax = std::fabs(x[j]);
@@ -64,7 +77,7 @@ float fit_block(const float* x, uint8_t* L) {
     const int l = nearest_level(id * x[j]);
     L[j] = static_cast<uint8_t>(l);
     const float q = static_cast<float>(kvalues_iq4nl[l]);
-    const float w = x[j] * x[j];
+    const float w = weight[j];
     sumqx += w * q * x[j];
     sumq2 += w * q * q;
   }
@@ -75,7 +88,7 @@ float fit_block(const float* x, uint8_t* L) {
     sumqx = sumq2 = 0;
     for (int j = 0; j < 32; ++j) {
       const float q = static_cast<float>(kvalues_iq4nl[nearest_level(id * x[j])]);
-      const float w = x[j] * x[j];
+      const float w = weight[j];
       sumqx += w * q * x[j];
       sumq2 += w * q * q;
     }
@@ -94,10 +107,13 @@ void pack_nibbles(const uint8_t* L, uint8_t* qs) {
 
 }  // namespace
 
-void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t n) {
+void quantize_row_iq4_nl_weighted(const float* x, block_iq4_nl* y, int64_t n, const float* qw) {
   for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
     uint8_t L[kQK];
-    const float d = fit_block(x, L);
+    float weight[kQK];
+    const float* qb = qw != nullptr ? qw + kQK * b : nullptr;
+    block_weights(x, qb, qb != nullptr ? twice_mean_square(x, kQK) : 0.f, weight);
+    const float d = fit_block(x, weight, L);
     y[b].d = fp32_to_fp16(d);
     // Codes against the unrounded scale, as ggml does.
     const float id = d != 0 ? 1 / d : 0;
@@ -106,14 +122,21 @@ void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t n) {
   }
 }
 
-void quantize_row_iq4_xs_ref(const float* x, block_iq4_xs* y, int64_t n) {
+void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t n) {
+  quantize_row_iq4_nl_weighted(x, y, n, nullptr);
+}
+
+void quantize_row_iq4_xs_weighted(const float* x, block_iq4_xs* y, int64_t n, const float* qw) {
   for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK) {
     block_iq4_xs& out = y[b];
     uint8_t L[kQKK];
-    float scales[8];
+    float scales[8], weight[32];
     float max_scale = 0, amax_scale = 0;
+    const float* qb = qw != nullptr ? qw + kQKK * b : nullptr;
+    const float sigma2 = qb != nullptr ? twice_mean_square(x, kQKK) : 0.f;
     for (int j = 0; j < 8; ++j) {
-      scales[j] = fit_block(x + 32 * j, L + 32 * j);
+      block_weights(x + 32 * j, qb != nullptr ? qb + 32 * j : nullptr, sigma2, weight);
+      scales[j] = fit_block(x + 32 * j, weight, L + 32 * j);
       const float a = std::fabs(scales[j]);
       if (a > amax_scale) {
         amax_scale = a;
@@ -164,6 +187,10 @@ void dequantize_row_iq4_xs_ref(const block_iq4_xs* x, float* y, int64_t n) {
       }
     }
   }
+}
+
+void quantize_row_iq4_xs_ref(const float* x, block_iq4_xs* y, int64_t n) {
+  quantize_row_iq4_xs_weighted(x, y, n, nullptr);
 }
 
 }  // namespace tessera

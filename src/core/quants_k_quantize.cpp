@@ -12,6 +12,7 @@
 // A sub-block whose stored scale is 0 keeps the codes of its own fit.
 #include "core/quants_search.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -101,10 +102,11 @@ float fit_scale_min(int n, const float* x, const float* w, uint8_t* L, float* mi
   return scale;
 }
 
-// Symmetric fit x ~ scale * (L - nmax), L in [0, 2 nmax - 1], weights x^2:
-// the signed max maps to -nmax, then 18 nearby inverse scales are tried and the
-// one maximising (sum w x l)^2 / sum w l^2 kept (ggml's make_qx_quants, rmse_type 1).
-float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+// Symmetric fit x ~ scale * (L - nmax), L in [0, 2 nmax - 1], weights qw (or
+// x^2 when null): the signed max maps to -nmax, then 18 nearby inverse scales
+// are tried and the one maximising (sum w x l)^2 / sum w l^2 kept (ggml's
+// make_qx_quants, rmse_type 1).
+float fit_symmetric(int n, int nmax, const float* x, int8_t* L, const float* qw = nullptr) {
   float max = 0, amax = 0;
   for (int i = 0; i < n; ++i) {
     const float ax = std::fabs(x[i]);
@@ -122,7 +124,7 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
   for (int i = 0; i < n; ++i) {
     const int l = clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1);
     L[i] = static_cast<int8_t>(l + nmax);
-    const float w = x[i] * x[i];
+    const float w = qw != nullptr ? qw[i] : x[i] * x[i];
     const float fl = static_cast<float>(l);
     sumlx += w * x[i] * fl;
     suml2 += w * fl * fl;
@@ -135,7 +137,7 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
     sumlx = suml2 = 0;
     for (int i = 0; i < n; ++i) {
       const float fl = static_cast<float>(clamp_int(nearest_int(iscale * x[i]), -nmax, nmax - 1));
-      const float w = x[i] * x[i];
+      const float w = qw != nullptr ? qw[i] : x[i] * x[i];
       sumlx += w * x[i] * fl;
       suml2 += w * fl * fl;
     }
@@ -201,6 +203,91 @@ float fit_q3(int n, int nmax, const float* x, int8_t* L) {
   return sumlx / suml2;
 }
 
+// Quantizes non-negative sub-block scales (or mins) x to codes L in [0, nmax]
+// against one scale, weights w: the max maps to nmax, 8 nearby inverse scales
+// are tried by weighted squared error, then up to five passes move single
+// codes where that raises (sum w x l)^2 / sum w l^2 (ggml's make_qp_quants).
+// Returns the scale.
+float fit_positive(int n, int nmax, const float* x, uint8_t* L, const float* w) {
+  float max = 0;
+  for (int i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
+  if (max == 0) {
+    std::memset(L, 0, static_cast<size_t>(n));
+    return 0.0f;
+  }
+  const float fnmax = static_cast<float>(nmax);
+  float iscale = fnmax / max;
+  for (int i = 0; i < n; ++i) L[i] = static_cast<uint8_t>(nearest_int(iscale * x[i]));
+  const float scale = 1 / iscale;
+  float best_mse = 0;
+  for (int i = 0; i < n; ++i) {
+    const float diff = x[i] - scale * static_cast<float>(L[i]);
+    best_mse += w[i] * diff * diff;
+  }
+  for (int is = -4; is <= 4; ++is) {
+    if (is == 0) continue;
+    const float iscale_is = (0.1f * static_cast<float>(is) + fnmax) / max;
+    const float scale_is = 1 / iscale_is;
+    float mse = 0;
+    for (int i = 0; i < n; ++i) {
+      const int l = std::min(nmax, nearest_int(iscale_is * x[i]));
+      const float diff = x[i] - scale_is * static_cast<float>(l);
+      mse += w[i] * diff * diff;
+    }
+    if (mse < best_mse) {
+      best_mse = mse;
+      iscale = iscale_is;
+    }
+  }
+  float sumlx = 0, suml2 = 0;
+  for (int i = 0; i < n; ++i) {
+    const int l = std::min(nmax, nearest_int(iscale * x[i]));
+    L[i] = static_cast<uint8_t>(l);
+    const float fl = static_cast<float>(l);
+    sumlx += w[i] * x[i] * fl;
+    suml2 += w[i] * fl * fl;
+  }
+  for (int pass = 0; pass < 5; ++pass) {
+    int changed = 0;
+    for (int i = 0; i < n; ++i) {
+      const float li = static_cast<float>(L[i]);
+      float slx = sumlx - w[i] * x[i] * li;
+      float sl2 = suml2 - w[i] * li * li;
+      if (!(slx > 0 && sl2 > 0)) continue;
+      const int new_l = std::min(nmax, nearest_int(x[i] * sl2 / slx));
+      if (new_l == L[i]) continue;
+      const float fl = static_cast<float>(new_l);
+      slx += w[i] * x[i] * fl;
+      sl2 += w[i] * fl * fl;
+      if (slx * slx * suml2 > sumlx * sumlx * sl2) {
+        L[i] = static_cast<uint8_t>(new_l);
+        sumlx = slx;
+        suml2 = sl2;
+        ++changed;
+      }
+    }
+    if (changed == 0) break;
+  }
+  return sumlx / suml2;
+}
+
+// ggml's make_qkx3_quants as the importance-weighted paths call it: the
+// make_qkx2_quants search, 37 finer steps, squared error.
+constexpr float kWeightedRmin = -0.9f, kWeightedRdelta = 0.05f;
+constexpr int kWeightedSteps = 36;
+
+// sum of x^2 over n elements, in order.
+float sum_squares(const float* x, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += x[i] * x[i];
+  return s;
+}
+
+// Importance of each element: imatrix weight times sqrt(sigma2 + x^2).
+void importance(const float* x, const float* qw, float sigma2, int n, float* w) {
+  for (int i = 0; i < n; ++i) w[i] = qw[i] * std::sqrt(sigma2 + x[i] * x[i]);
+}
+
 // Packs 2-bit codes: element e = 128 h + 32 g + l at bits 2g of qs[32 h + l].
 void pack_crumbs(const uint8_t* L, uint8_t* qs) {
   for (int h = 0; h < 2; ++h) {
@@ -220,6 +307,119 @@ void put_scale_min_k4(int j, uint8_t ls, uint8_t lm, uint8_t* scales) {
     scales[j + 4] = static_cast<uint8_t>((ls & 0xF) | ((lm & 0xF) << 4));
     scales[j - 4] = static_cast<uint8_t>(scales[j - 4] | ((ls >> 4) << 6));
     scales[j] = static_cast<uint8_t>(scales[j] | ((lm >> 4) << 6));
+  }
+}
+
+// ---- the last steps every Q*_K quantizer shares: re-round, pack ----
+
+// Q2_K: codes against d * (sc & 15) and dmin * (sc >> 4); packed as crumbs.
+void finish_q2_K(const float* x, block_q2_K& out, uint8_t* L) {
+  for (int j = 0; j < 16; ++j) {
+    const float d = fp16_to_fp32(out.d) * static_cast<float>(out.scales[j] & 0xF);
+    if (d == 0) continue;
+    const float dm = fp16_to_fp32(out.dmin) * static_cast<float>(out.scales[j] >> 4);
+    for (int l = 0; l < 16; ++l) {
+      L[16 * j + l] = static_cast<uint8_t>(clamp_int(nearest_int((x[16 * j + l] + dm) / d), 0, 3));
+    }
+  }
+  pack_crumbs(L, out.qs);
+}
+
+// Q3_K: codes against d * (6-bit scale - 32); bit 2 of code e goes to bit
+// e / 32 of hmask[e % 32], the low 2 bits as in Q2_K.
+void finish_q3_K(const float* x, block_q3_K& out, int8_t* L) {
+  for (int j = 0; j < 16; ++j) {
+    const int low = j < 8 ? out.scales[j] & 0xF : out.scales[j - 8] >> 4;
+    const int sc = (low | (((out.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
+    const float d = fp16_to_fp32(out.d) * static_cast<float>(sc);
+    if (d == 0) continue;
+    for (int l = 0; l < 16; ++l) {
+      L[16 * j + l] = static_cast<int8_t>(clamp_int(nearest_int(x[16 * j + l] / d), -4, 3) + 4);
+    }
+  }
+  std::memset(out.hmask, 0, sizeof out.hmask);
+  uint8_t low[kQKK];
+  for (int e = 0; e < kQKK; ++e) {
+    int l = L[e];
+    if (l > 3) {
+      out.hmask[e % 32] = static_cast<uint8_t>(out.hmask[e % 32] | (1 << (e / 32)));
+      l -= 4;
+    }
+    low[e] = static_cast<uint8_t>(l);
+  }
+  pack_crumbs(low, out.qs);
+}
+
+// Q3_K's 16 6-bit scales (stored + 32): low 4 bits in nibbles of bytes 0..7,
+// high 2 bits in bytes 8..11.
+void put_scales_q3_K(const int* ls, uint8_t* scales) {
+  std::memset(scales, 0, 12);
+  for (int j = 0; j < 16; ++j) {
+    const int l = ls[j];
+    if (j < 8) {
+      scales[j] = static_cast<uint8_t>(l & 0xF);
+    } else {
+      scales[j - 8] = static_cast<uint8_t>(scales[j - 8] | ((l & 0xF) << 4));
+    }
+    scales[8 + j % 4] = static_cast<uint8_t>(scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+  }
+}
+
+// Element 64 c + 32 k + l: nibble k of qs[32 c + l].
+void pack_q4_K(const uint8_t* L, block_q4_K& out) {
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      out.qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    }
+  }
+}
+
+// As Q4_K; bit 4 of element 64 c + 32 k + l goes to bit 2c + k of qh[l].
+void pack_q5_K(const uint8_t* L, block_q5_K& out) {
+  std::memset(out.qh, 0, sizeof out.qh);
+  for (int c = 0; c < 4; ++c) {
+    for (int l = 0; l < 32; ++l) {
+      const int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+      out.qh[l] = static_cast<uint8_t>(out.qh[l] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+      out.qs[32 * c + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+    }
+  }
+}
+
+// Q6_K: codes against d * scales[j]; element 128 h + 32 g + l packed as the
+// layout in quants.h says.
+void finish_q6_K(const float* x, block_q6_K& out, int8_t* L) {
+  for (int j = 0; j < 16; ++j) {
+    const float d = fp16_to_fp32(out.d) * static_cast<float>(out.scales[j]);
+    if (d == 0) continue;
+    for (int l = 0; l < 16; ++l) {
+      L[16 * j + l] = static_cast<int8_t>(clamp_int(nearest_int(x[16 * j + l] / d), -32, 31) + 32);
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int l = 0; l < 32; ++l) {
+      const int8_t* c = L + 128 * h + l;
+      out.ql[64 * h + l] = static_cast<uint8_t>((c[0] & 0xF) | ((c[64] & 0xF) << 4));
+      out.ql[64 * h + 32 + l] = static_cast<uint8_t>((c[32] & 0xF) | ((c[96] & 0xF) << 4));
+      out.qh[32 * h + l] = static_cast<uint8_t>((c[0] >> 4) | ((c[32] >> 4) << 2) |
+                                                ((c[64] >> 4) << 4) | ((c[96] >> 4) << 6));
+    }
+  }
+}
+
+// Re-rounds each element of a Q4_K / Q5_K super-block against the scale and
+// min it will decode with; sub-blocks with a zero scale keep their codes.
+void requantize_scale_min_32(const float* x, int nmax, uint16_t d16, uint16_t dmin16,
+                             const uint8_t* scales, uint8_t* L) {
+  for (int j = 0; j < 8; ++j) {
+    uint8_t sc, m;
+    scale_min_k4(j, scales, &sc, &m);
+    const float d = fp16_to_fp32(d16) * static_cast<float>(sc);
+    if (d == 0) continue;
+    const float dm = fp16_to_fp32(dmin16) * static_cast<float>(m);
+    for (int l = 0; l < 32; ++l) {
+      L[32 * j + l] = static_cast<uint8_t>(clamp_int(nearest_int((x[32 * j + l] + dm) / d), 0, nmax));
+    }
   }
 }
 
@@ -253,16 +453,7 @@ void quantize_scale_min_32(const float* x, int nmax, float rmin, int nstep, uint
   }
   *d_out = fp32_to_fp16(max_scale / 63.f);
   *dmin_out = fp32_to_fp16(max_min / 63.f);
-  for (int j = 0; j < 8; ++j) {
-    uint8_t sc, m;
-    scale_min_k4(j, scales_out, &sc, &m);
-    const float d = fp16_to_fp32(*d_out) * static_cast<float>(sc);
-    if (d == 0) continue;
-    const float dm = fp16_to_fp32(*dmin_out) * static_cast<float>(m);
-    for (int l = 0; l < 32; ++l) {
-      L[32 * j + l] = static_cast<uint8_t>(clamp_int(nearest_int((x[32 * j + l] + dm) / d), 0, nmax));
-    }
-  }
+  requantize_scale_min_32(x, nmax, *d_out, *dmin_out, scales_out, L);
 }
 
 }  // namespace
@@ -297,15 +488,7 @@ void quantize_row_q2_K_ref(const float* x, block_q2_K* y, int64_t n) {
     } else {
       out.dmin = fp32_to_fp16(0.f);
     }
-    for (int j = 0; j < 16; ++j) {
-      const float d = fp16_to_fp32(out.d) * static_cast<float>(out.scales[j] & 0xF);
-      if (d == 0) continue;
-      const float dm = fp16_to_fp32(out.dmin) * static_cast<float>(out.scales[j] >> 4);
-      for (int l = 0; l < 16; ++l) {
-        L[16 * j + l] = static_cast<uint8_t>(clamp_int(nearest_int((x[16 * j + l] + dm) / d), 0, 3));
-      }
-    }
-    pack_crumbs(L, out.qs);
+    finish_q2_K(x, out, L);
   }
 }
 
@@ -326,42 +509,18 @@ void quantize_row_q3_K_ref(const float* x, block_q3_K* y, int64_t n) {
     std::memset(out.scales, 0, sizeof out.scales);
     if (max_scale != 0) {
       const float iscale = -32.f / max_scale;
+      int ls[16];
       for (int j = 0; j < 16; ++j) {
         // ggml narrows the rounded scale to int8_t before clamping.
         const int8_t r = static_cast<int8_t>(nearest_int(iscale * scales[j]));
-        const int l = clamp_int(r, -32, 31) + 32;
-        if (j < 8) {
-          out.scales[j] = static_cast<uint8_t>(l & 0xF);
-        } else {
-          out.scales[j - 8] = static_cast<uint8_t>(out.scales[j - 8] | ((l & 0xF) << 4));
-        }
-        out.scales[8 + j % 4] = static_cast<uint8_t>(out.scales[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+        ls[j] = clamp_int(r, -32, 31) + 32;
       }
+      put_scales_q3_K(ls, out.scales);
       out.d = fp32_to_fp16(1 / iscale);
     } else {
       out.d = fp32_to_fp16(0.f);
     }
-    for (int j = 0; j < 16; ++j) {
-      const int low = j < 8 ? out.scales[j] & 0xF : out.scales[j - 8] >> 4;
-      const int sc = (low | (((out.scales[8 + j % 4] >> (2 * (j / 4))) & 3) << 4)) - 32;
-      const float d = fp16_to_fp32(out.d) * static_cast<float>(sc);
-      if (d == 0) continue;
-      for (int l = 0; l < 16; ++l) {
-        L[16 * j + l] = static_cast<int8_t>(clamp_int(nearest_int(x[16 * j + l] / d), -4, 3) + 4);
-      }
-    }
-    // Bit 2 of code e goes to bit e / 32 of hmask[e % 32]; the low 2 bits as in Q2_K.
-    std::memset(out.hmask, 0, sizeof out.hmask);
-    uint8_t low[kQKK];
-    for (int e = 0; e < kQKK; ++e) {
-      int l = L[e];
-      if (l > 3) {
-        out.hmask[e % 32] = static_cast<uint8_t>(out.hmask[e % 32] | (1 << (e / 32)));
-        l -= 4;
-      }
-      low[e] = static_cast<uint8_t>(l);
-    }
-    pack_crumbs(low, out.qs);
+    finish_q3_K(x, out, L);
   }
 }
 
@@ -370,11 +529,7 @@ void quantize_row_q4_K_ref(const float* x, block_q4_K* y, int64_t n) {
     block_q4_K& out = y[b];
     uint8_t L[kQKK];
     quantize_scale_min_32(x, 15, -1.f, 20, &out.d, &out.dmin, out.scales, L);
-    for (int c = 0; c < 4; ++c) {  // element 64 c + 32 k + l: nibble k of qs[32 c + l]
-      for (int l = 0; l < 32; ++l) {
-        out.qs[32 * c + l] = static_cast<uint8_t>(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
-      }
-    }
+    pack_q4_K(L, out);
   }
 }
 
@@ -383,14 +538,7 @@ void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n) {
     block_q5_K& out = y[b];
     uint8_t L[kQKK];
     quantize_scale_min_32(x, 31, -0.5f, 15, &out.d, &out.dmin, out.scales, L);
-    std::memset(out.qh, 0, sizeof out.qh);
-    for (int c = 0; c < 4; ++c) {  // bit 4 of element 64 c + 32 k + l: bit 2c + k of qh[l]
-      for (int l = 0; l < 32; ++l) {
-        const int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
-        out.qh[l] = static_cast<uint8_t>(out.qh[l] | ((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
-        out.qs[32 * c + l] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
-      }
-    }
+    pack_q5_K(L, out);
   }
 }
 
@@ -418,22 +566,188 @@ void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n) {
       const int r = nearest_int(iscale * scales[j]);
       out.scales[j] = static_cast<int8_t>(r < 127 ? r : 127);
     }
+    finish_q6_K(x, out, L);
+  }
+}
+
+// ---- with an importance matrix: ggml's quantize_row_q*_K_impl ----
+// `qw` holds one weight per column of the row (n floats); the searches
+// minimise the error weighted by qw * sqrt(sigma2 + x^2), and the sub-block
+// scales themselves are fitted (make_qp_quants) instead of scaled to the max.
+
+void quantize_row_q2_K_weighted(const float* x, block_q2_K* y, int64_t n, const float* qw) {
+  const AsymmetricSearch search{3, kWeightedRmin, kWeightedRdelta, kWeightedSteps, false};
+  for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK, qw += kQKK) {
+    block_q2_K& out = y[b];
+    uint8_t L[kQKK], Ls[16], Lm[16];
+    float scales[16], mins[16], sw[16], weight[16];
+    const float sigma2 = sum_squares(x, kQKK) / kQKK;
     for (int j = 0; j < 16; ++j) {
-      const float d = fp16_to_fp32(out.d) * static_cast<float>(out.scales[j]);
-      if (d == 0) continue;
-      for (int l = 0; l < 16; ++l) {
-        L[16 * j + l] = static_cast<int8_t>(clamp_int(nearest_int(x[16 * j + l] / d), -32, 31) + 32);
+      importance(x + 16 * j, qw + 16 * j, sigma2, 16, weight);
+      sw[j] = 0;
+      for (int l = 0; l < 16; ++l) sw[j] += weight[l];
+      scales[j] = fit_scale_min(16, x + 16 * j, weight, L + 16 * j, &mins[j], search);
+    }
+    out.d = fp32_to_fp16(fit_positive(16, 15, scales, Ls, sw));
+    out.dmin = fp32_to_fp16(fit_positive(16, 15, mins, Lm, sw));
+    for (int j = 0; j < 16; ++j) out.scales[j] = static_cast<uint8_t>(Ls[j] | (Lm[j] << 4));
+    finish_q2_K(x, out, L);
+  }
+}
+
+void quantize_row_q3_K_weighted(const float* x, block_q3_K* y, int64_t n, const float* qw) {
+  for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK, qw += kQKK) {
+    block_q3_K& out = y[b];
+    int8_t L[kQKK], Ls[16];
+    float scales[16], sw[16], weight[16];
+    const float sigma2 = 2 * sum_squares(x, kQKK) / kQKK;
+    for (int j = 0; j < 16; ++j) {
+      importance(x + 16 * j, qw + 16 * j, sigma2, 16, weight);
+      float sumw = 0;
+      for (int l = 0; l < 16; ++l) sumw += weight[l];
+      sw[j] = sumw;
+      scales[j] = fit_symmetric(16, 4, x + 16 * j, L + 16 * j, weight);
+    }
+    const float d_block = fit_symmetric(16, 32, scales, Ls, sw);
+    int ls[16];
+    for (int j = 0; j < 16; ++j) ls[j] = Ls[j];
+    put_scales_q3_K(ls, out.scales);
+    out.d = fp32_to_fp16(d_block);
+    finish_q3_K(x, out, L);
+  }
+}
+
+namespace {
+
+// Q4_K / Q5_K with weights: both scales and mins fitted by make_qp_quants.
+void quantize_scale_min_32_weighted(const float* x, const float* qw, int nmax, uint16_t* d_out,
+                                    uint16_t* dmin_out, uint8_t* scales_out, uint8_t* L) {
+  float scales[8], mins[8], sw[8], weights[32];
+  uint8_t Ls[8], Lm[8];
+  const AsymmetricSearch search{nmax, kWeightedRmin, kWeightedRdelta, kWeightedSteps, false};
+  const float sigma2 = 2 * sum_squares(x, kQKK) / kQKK;
+  for (int j = 0; j < 8; ++j) {
+    importance(x + 32 * j, qw + 32 * j, sigma2, 32, weights);
+    float sumw = 0;
+    for (int l = 0; l < 32; ++l) sumw += weights[l];
+    sw[j] = sumw;
+    scales[j] = fit_scale_min(32, x + 32 * j, weights, L + 32 * j, &mins[j], search);
+  }
+  const float d_block = fit_positive(8, 63, scales, Ls, sw);
+  const float m_block = fit_positive(8, 63, mins, Lm, sw);
+  std::memset(scales_out, 0, 12);
+  for (int j = 0; j < 8; ++j) put_scale_min_k4(j, std::min<uint8_t>(63, Ls[j]), std::min<uint8_t>(63, Lm[j]), scales_out);
+  *d_out = fp32_to_fp16(d_block);
+  *dmin_out = fp32_to_fp16(m_block);
+  requantize_scale_min_32(x, nmax, *d_out, *dmin_out, scales_out, L);
+}
+
+}  // namespace
+
+void quantize_row_q4_K_weighted(const float* x, block_q4_K* y, int64_t n, const float* qw) {
+  for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK, qw += kQKK) {
+    uint8_t L[kQKK];
+    quantize_scale_min_32_weighted(x, qw, 15, &y[b].d, &y[b].dmin, y[b].scales, L);
+    pack_q4_K(L, y[b]);
+  }
+}
+
+void quantize_row_q5_K_weighted(const float* x, block_q5_K* y, int64_t n, const float* qw) {
+  for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK, qw += kQKK) {
+    uint8_t L[kQKK];
+    quantize_scale_min_32_weighted(x, qw, 31, &y[b].d, &y[b].dmin, y[b].scales, L);
+    pack_q5_K(L, y[b]);
+  }
+}
+
+// Q6_K passes the imatrix weights to the sub-block fit as they are (no sigma2 term).
+void quantize_row_q6_K_weighted(const float* x, block_q6_K* y, int64_t n, const float* qw) {
+  for (int64_t b = 0; b < n / kQKK; ++b, x += kQKK, qw += kQKK) {
+    block_q6_K& out = y[b];
+    int8_t L[kQKK];
+    float scales[16];
+    float max_scale = 0, max_abs_scale = 0;
+    for (int j = 0; j < 16; ++j) {
+      scales[j] = fit_symmetric(16, 32, x + 16 * j, L + 16 * j, qw + 16 * j);
+      const float a = std::fabs(scales[j]);
+      if (a > max_abs_scale) {
+        max_abs_scale = a;
+        max_scale = scales[j];
       }
     }
-    for (int h = 0; h < 2; ++h) {  // element 128 h + 32 g + l
-      for (int l = 0; l < 32; ++l) {
-        const int8_t* c = L + 128 * h + l;
-        out.ql[64 * h + l] = static_cast<uint8_t>((c[0] & 0xF) | ((c[64] & 0xF) << 4));
-        out.ql[64 * h + 32 + l] = static_cast<uint8_t>((c[32] & 0xF) | ((c[96] & 0xF) << 4));
-        out.qh[32 * h + l] = static_cast<uint8_t>((c[0] >> 4) | ((c[32] >> 4) << 2) |
-                                                  ((c[64] >> 4) << 4) | ((c[96] >> 4) << 6));
-      }
+    if (max_abs_scale < kGroupMaxEps) {
+      std::memset(&out, 0, sizeof out);
+      continue;
     }
+    const float iscale = -128.f / max_scale;
+    out.d = fp32_to_fp16(1 / iscale);
+    for (int j = 0; j < 16; ++j) out.scales[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));
+    finish_q6_K(x, out, L);
+  }
+}
+
+// ---- legacy 32-element types with weights (ggml's quantize_row_q4_0_impl ...) ----
+// sigma2 here is the mean square of the whole row.
+
+void quantize_row_q4_0_weighted(const float* x, block_q4_0* y, int64_t n, const float* qw) {
+  const float sigma2 = sum_squares(x, n) / static_cast<float>(n);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    float weight[kQK];
+    int8_t L[kQK];
+    importance(x + kQK * b, qw + kQK * b, sigma2, kQK, weight);
+    y[b].d = fp32_to_fp16(fit_symmetric(kQK, 8, x + kQK * b, L, weight));
+    for (int j = 0; j < 16; ++j) y[b].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+  }
+}
+
+void quantize_row_q5_0_weighted(const float* x, block_q5_0* y, int64_t n, const float* qw) {
+  const float sigma2 = sum_squares(x, n) / static_cast<float>(n);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    float weight[kQK];
+    int8_t L[kQK];
+    importance(x + kQK * b, qw + kQK * b, sigma2, kQK, weight);
+    y[b].d = fp32_to_fp16(fit_symmetric(kQK, 16, x + kQK * b, L, weight));
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t lo = static_cast<uint8_t>(L[j]), hi = static_cast<uint8_t>(L[j + 16]);
+      y[b].qs[j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+      qh |= ((lo & 0x10u) >> 4) << j;
+      qh |= ((hi & 0x10u) >> 4) << (j + 16);
+    }
+    std::memcpy(y[b].qh, &qh, sizeof qh);
+  }
+}
+
+void quantize_row_q4_1_weighted(const float* x, block_q4_1* y, int64_t n, const float* qw) {
+  const AsymmetricSearch search{15, kWeightedRmin, kWeightedRdelta, kWeightedSteps, false};
+  const float sigma2 = sum_squares(x, n) / static_cast<float>(n);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    float weight[kQK], min;
+    uint8_t L[kQK];
+    importance(x + kQK * b, qw + kQK * b, sigma2, kQK, weight);
+    y[b].d = fp32_to_fp16(fit_scale_min(kQK, x + kQK * b, weight, L, &min, search));
+    y[b].m = fp32_to_fp16(-min);
+    for (int j = 0; j < 16; ++j) y[b].qs[j] = static_cast<uint8_t>(L[j] | (L[j + 16] << 4));
+  }
+}
+
+void quantize_row_q5_1_weighted(const float* x, block_q5_1* y, int64_t n, const float* qw) {
+  const AsymmetricSearch search{31, kWeightedRmin, kWeightedRdelta, kWeightedSteps, false};
+  const float sigma2 = sum_squares(x, n) / static_cast<float>(n);
+  for (int64_t b = 0; b < n / kQK; ++b) {
+    float weight[kQK], min;
+    uint8_t L[kQK];
+    importance(x + kQK * b, qw + kQK * b, sigma2, kQK, weight);
+    y[b].d = fp32_to_fp16(fit_scale_min(kQK, x + kQK * b, weight, L, &min, search));
+    y[b].m = fp32_to_fp16(-min);
+    uint32_t qh = 0;
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t lo = L[j], hi = L[j + 16];
+      y[b].qs[j] = static_cast<uint8_t>((lo & 0xF) | ((hi & 0xF) << 4));
+      qh |= ((lo & 0x10u) >> 4) << j;
+      qh |= ((hi & 0x10u) >> 4) << (j + 16);
+    }
+    std::memcpy(y[b].qh, &qh, sizeof qh);
   }
 }
 

@@ -4,6 +4,7 @@
 // here must hash to what ggml_quantize_chunk from llama.cpp's prebuilt
 // libggml-base (node-llama-cpp 3.22.1) gave on the same rows.
 //
+// Also with an importance matrix (the weighted paths of llama-quantize --imatrix).
 // Expected hashes come from `quantize_compare hashes` (bench/quantize_compare.c,
 // built by bench/quantize_compare.sh), which restates make_rows below; the two
 // generators must stay identical. To regenerate: run
@@ -86,6 +87,34 @@ const Expected kExpected[] = {
 };
 // clang-format on
 
+// The same rows with an importance matrix (ggml_quantize_chunk's imatrix
+// argument), which llama-quantize --imatrix passes per tensor.
+// clang-format off
+const Expected kExpectedWeighted[] = {
+    {DType::kQ2_K, {0x81bf999b9028135cull, 0xb0d204e18897915bull, 0xaec1074937dd2414ull, 0x9fd5aeab3851d17bull, 0xe56f6dbed2d97f65ull, 0x4573140745853ff8ull, 0xb996ba223ee36fc0ull, 0xcaeb5c2529f4f428ull}},
+    {DType::kQ3_K, {0x1b2f92e20a198c96ull, 0xf15786345b76f91cull, 0x3df7d81dc45c2668ull, 0xda141e9acccad591ull, 0x5412672b21204845ull, 0x5da09cc46d6014ffull, 0x0143f2e309df9041ull, 0x8927dddd4277bf9aull}},
+    {DType::kQ4_K, {0x5f9e3bd2500da68full, 0xb5b66a493e6bda23ull, 0xb978bfb1429e99c4ull, 0x130f9e9923d2222full, 0x946eeab5e72e9ee5ull, 0xee0b7fc234c6f37eull, 0xd5920c731e543635ull, 0x8d28ff98284d9aa9ull}},
+    {DType::kQ5_K, {0xde1851e859625200ull, 0x391b37792b921560ull, 0xad71a96fc9dd1ff1ull, 0x38228a51d404e897ull, 0x83f45a25142434e9ull, 0x9bf0743c671523ddull, 0x473aa4794cdd73a8ull, 0xf78998544683510cull}},
+    {DType::kQ6_K, {0xec6efb299db7b535ull, 0x7b4a1ee272066417ull, 0x1da06e5d2979baafull, 0xdc5e2d5f0c3de9a1ull, 0x9b99c24f430cf56dull, 0xc493fbef7020c0adull, 0x0ad7ea677620dd6full, 0xd688ab29ccb886fcull}},
+    {DType::kIQ4_NL, {0x50a49a73c5e13f42ull, 0x33dc8e4c54a15cf2ull, 0x8833eb32afea561dull, 0xb5fd7f1babde69a9ull, 0xbe2a316792aa7dc5ull, 0xc7814043342a5847ull, 0x2ed2ce1a91e3f96eull, 0x94341bef322860b0ull}},
+    {DType::kIQ4_XS, {0xf60e14f6b748adcdull, 0x38cdbcd95ecc1d07ull, 0x9ea1aab59ce113beull, 0x63052b5751036b31ull, 0x90a1014dbee90b63ull, 0x328c8fbb08a97169ull, 0x8b90395149cbf200ull, 0xfecbc5f4fc03b73full}},
+    {DType::kQ4_0, {0x9f280cd723dcbff7ull, 0x431f7dff15bc5933ull, 0x029df2a8f002cea7ull, 0xdfad8fd2315377adull, 0x9ee640a0ba7f8589ull, 0xb955c95ef46b4827ull, 0xae0258c039514646ull, 0x99552804f7826ac1ull}},
+    {DType::kQ4_1, {0xdbb65602053eed15ull, 0xc7745614cd11758aull, 0x22bf6edce8ede0ffull, 0x86eb48174b33f8a2ull, 0xc2cff3a55799ed25ull, 0x1f601fa7f8b70db2ull, 0xed0f159e853e1209ull, 0xa90f08fd873109f5ull}},
+    {DType::kQ5_0, {0x744355d7f86bf841ull, 0xc85d19ed8b335e32ull, 0x917697b1d1e44b9eull, 0x89cdfc71e96f1b73ull, 0xf2ff9162bff375c3ull, 0xd2586ab3f8cba77aull, 0x9c335c866b124316ull, 0xbcc80b7f251266eaull}},
+    {DType::kQ5_1, {0x3e71c0b8263717dcull, 0x6bd47479180a29f7ull, 0xb4f51b09a5c1a1d8ull, 0x40ff37380f2e19fbull, 0x0c813e431af6a565ull, 0x52d99d016e87e7d9ull, 0xd214477ddc66de01ull, 0x97d8afd01c4a8174ull}},
+};
+// clang-format on
+
+// Importance per column: mostly in [0, 1), every 17th zero, every 29th 25.
+std::vector<float> make_importance() {
+  std::vector<float> w(kPerRow);
+  for (uint32_t i = 0; i < kPerRow; ++i) {
+    const uint32_t h = i * 2654435761u;
+    w[i] = i % 17 == 3 ? 0.0f : i % 29 == 7 ? 25.0f : static_cast<float>(h >> 20) * (1.0f / 4096.0f);
+  }
+  return w;
+}
+
 const char* kRowNames[kRows] = {"uniform",      "weight-like", "outliers",   "tiny",
                                 "all equal",    "all positive", "zero blocks", "heavy centre"};
 
@@ -99,6 +128,36 @@ TEST(QuantsGgml, BytesMatchGgmlQuantizeChunk) {
       EXPECT_EQ(fnv1a(q.data(), row_size), e.rows[r])
           << dtype_name(e.type) << " row " << r << " (" << kRowNames[r] << ")";
     }
+  }
+}
+
+TEST(QuantsGgml, WeightedBytesMatchGgmlQuantizeChunk) {
+  const std::vector<float> x = make_rows();
+  const std::vector<float> w = make_importance();
+  for (const Expected& e : kExpectedWeighted) {
+    const size_t row_size = *row_bytes(e.type, kPerRow);
+    std::vector<uint8_t> q(row_size);
+    for (int r = 0; r < kRows; ++r) {
+      quantize_row_weighted(e.type, x.data() + r * kPerRow, q.data(), kPerRow, w.data());
+      EXPECT_EQ(fnv1a(q.data(), row_size), e.rows[r])
+          << dtype_name(e.type) << " row " << r << " (" << kRowNames[r] << ")";
+    }
+  }
+}
+
+// The weights change the bytes (else the test above would not test them),
+// and a null importance is the plain quantizer.
+TEST(QuantsGgml, WeightsMatterAndNullIsPlain) {
+  const std::vector<float> x = make_rows();
+  const std::vector<float> w = make_importance();
+  for (const Expected& e : kExpectedWeighted) {
+    const size_t row_size = *row_bytes(e.type, kPerRow);
+    std::vector<uint8_t> plain(row_size), weighted(row_size), null_weighted(row_size);
+    quantize_row(e.type, x.data(), plain.data(), kPerRow);
+    quantize_row_weighted(e.type, x.data(), weighted.data(), kPerRow, w.data());
+    quantize_row_weighted(e.type, x.data(), null_weighted.data(), kPerRow, nullptr);
+    EXPECT_NE(plain, weighted) << dtype_name(e.type);
+    EXPECT_EQ(plain, null_weighted) << dtype_name(e.type);
   }
 }
 
