@@ -9,12 +9,16 @@ PROMPT ?= Once upon a time, there was a little girl named Lily. She
 JOBS   ?= $(shell nproc)
 BUILD  := build/release
 
-.PHONY: demo test build deps asan fuzz bench format clean
+.PHONY: demo test build deps node-deps asan fuzz bench format clean
 
 deps:
 	@scripts/install-deps.sh
 
-build: deps
+# bindings/node's npm packages, so the build makes the Node addon and ctest tests it.
+node-deps: deps
+	@scripts/node-deps.sh
+
+build: deps node-deps
 	@cmake --preset release -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 

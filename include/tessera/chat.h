@@ -31,9 +31,10 @@ class ChatError : public std::runtime_error {
 
 class ChatRenderer {
  public:
-  // `builtin_name` empty: the model's template. Throws Error(kInvalidArgument)
-  // for an unknown built-in name (listing the names) and Error(kInvalidFile)
-  // for a model template that does not parse.
+  // `builtin_name` empty: the model's template; with "{{" or "{%" in it: a
+  // Jinja template's source (llama.node's chat_template). Throws
+  // Error(kInvalidArgument) for an unknown built-in name (listing the names)
+  // and Error(kInvalidFile) for a template that does not parse.
   ChatRenderer(const gguf::File& file, const Tokenizer& tokenizer,
                const std::string& builtin_name = {});
 

@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,12 +23,18 @@ Pooling pooling_from_name(const std::string& name);
 Pooling model_pooling(const Model& model);
 const char* pooling_name(Pooling p);
 
+// llama.cpp's embd_normalize: -1 none, 0 the largest magnitude scaled to
+// 32760 (int16's range), 1 taxicab, 2 Euclidean (the default), p > 2 the
+// p-norm. A zero vector stays zero.
+std::vector<float> normalize_embedding(std::span<const double> v, int mode);
+
 class Embedder {
  public:
   Embedder(const Model& model, Pooling pooling, int64_t max_tokens);
-  // One vector of n_embd floats. Throws Error(kInvalidArgument) for an empty
+  // One vector of n_embd floats, normalized as normalize_embedding does with
+  // `normalize` (default L2). Throws Error(kInvalidArgument) for an empty
   // input or one longer than max_tokens().
-  std::vector<float> embed(const std::vector<int32_t>& tokens);
+  std::vector<float> embed(const std::vector<int32_t>& tokens, int normalize = 2);
   int64_t max_tokens() const { return max_tokens_; }
   Pooling pooling() const { return pooling_; }
 

@@ -68,6 +68,8 @@ class KvCache {
   void seq_add(int seq, int32_t p0, int32_t p1, int32_t delta);
   // Largest position of `seq`, or -1 when it has no cell.
   int32_t seq_pos_max(int seq) const;
+  // The cells of `seq`, in order of position.
+  std::vector<int64_t> seq_cells(int seq) const;
   void clear();
 
   bool has_shift() const { return has_shift_; }

@@ -22,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -83,6 +84,7 @@ struct Event {
   bool done = false;
   FinishReason finish = FinishReason::kNone;
   std::string error;  // with kError
+  std::string stop;   // with kStop: the stop string that ended the text
   // On the last event: counts, timings and the seed the sampler used.
   int64_t n_prompt = 0, n_cached = 0, n_gen = 0;
   double prompt_ms = 0, gen_ms = 0;
@@ -104,10 +106,19 @@ class Request {
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
 
+  // Where it is, for status reports (any thread): waiting for a slot,
+  // decoding its prompt, generating, or ended (its last event sent or being sent).
+  enum class Phase { kQueued, kPrompt, kGenerating, kDone };
+  Phase phase() const { return phase_.load(); }
+  // Tokens generated so far.
+  int64_t generated() const { return generated_.load(); }
+
  private:
   friend class Generator;
   EventSink sink_;
   std::atomic<bool> cancelled_{false};
+  std::atomic<Phase> phase_{Phase::kQueued};
+  std::atomic<int64_t> generated_{0};
 };
 
 // Events handed from the generator's thread to another: a sink that queues.
@@ -187,6 +198,20 @@ class Generator {
 
   GeneratorMetrics metrics() const;
 
+  // Sessions (the Node package's saveSession / loadSession): the sequence of
+  // the slot whose request ended last, its tokens and every layer's cache
+  // rows, written to `path` with the model's identity and the cache types;
+  // returns the tokens saved. load_session puts such a file into an idle
+  // slot, so a prompt that starts with its tokens decodes only the rest; it
+  // returns the tokens. Throws Error(kInvalidFile) naming the file for one
+  // that is truncated, not a session, or of another model or cache type,
+  // and Error(kInvalidArgument) when no slot is idle or the tokens do not
+  // fit one. Both run between steps (on the generator's thread once started).
+  size_t save_session(const std::filesystem::path& path);
+  std::vector<TokenId> load_session(const std::filesystem::path& path);
+  // Forgets the cached prefixes of every idle slot.
+  void clear_cache();
+
  private:
   struct Slot;
   void loop();
@@ -197,6 +222,10 @@ class Generator {
   bool deferred(const Request& r) const;
   void handle_token(Slot& slot, std::span<const float> logits);
   void finish(Slot& slot, FinishReason reason, const std::string& error = {});
+  // Runs `task` between two steps: on the generator's thread once started
+  // (waiting for it), else here. Its exceptions reach the caller.
+  void between_steps(const std::function<void()>& task);
+  void run_tasks();
 
   const Model& model_;
   const Tokenizer& tokenizer_;
@@ -209,7 +238,9 @@ class Generator {
   mutable std::mutex mutex_;  // queue_, stopping_, metrics_
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Request>> queue_;
+  std::deque<std::function<void()>> tasks_;  // for between_steps
   bool stopping_ = false;
+  int last_slot_ = 0;  // the slot whose request ended last
   GeneratorMetrics metrics_;
   std::thread thread_;
 };

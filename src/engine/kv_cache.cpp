@@ -165,6 +165,18 @@ int32_t KvCache::seq_pos_max(int seq) const {
   return best;
 }
 
+std::vector<int64_t> KvCache::seq_cells(int seq) const {
+  check_seq(seq, false);
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < cells_.size(); ++i) {
+    if ((cells_[i].seqs & seq_bit(seq)) != 0) out.push_back(static_cast<int64_t>(i));
+  }
+  std::sort(out.begin(), out.end(), [&](int64_t a, int64_t b) {
+    return cells_[static_cast<size_t>(a)].pos < cells_[static_cast<size_t>(b)].pos;
+  });
+  return out;
+}
+
 void KvCache::clear() {
   for (Cell& c : cells_) c = Cell{};
   used_ = 0;

@@ -79,7 +79,9 @@ std::string ChatRenderer::builtin_names() {
 
 ChatRenderer::ChatRenderer(const gguf::File& file, const Tokenizer& tokenizer,
                            const std::string& name) {
-  if (!name.empty()) {
+  if (name.find("{{") != std::string::npos || name.find("{%") != std::string::npos) {
+    template_ = std::make_shared<ChatTemplate>(ChatTemplate::parse(name, "chat_template"));
+  } else if (!name.empty()) {
     template_ = std::make_shared<ChatTemplate>(builtin_chat_template(name));
   } else if (std::optional<std::string> source = gguf_chat_template(file)) {
     template_ = std::make_shared<ChatTemplate>(ChatTemplate::parse(*source, file.name()));

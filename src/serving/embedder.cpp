@@ -1,5 +1,6 @@
 #include "tessera/embedder.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -40,7 +41,7 @@ const char* pooling_name(Pooling p) {
 Embedder::Embedder(const Model& model, Pooling pooling, int64_t max_tokens)
     : model_(model), pooling_(pooling), max_tokens_(max_tokens) {}
 
-std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens) {
+std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens, int normalize) {
   const auto n = static_cast<int64_t>(tokens.size());
   if (n == 0) fail(ErrorCategory::kInvalidArgument, "an embeddings input has no tokens");
   if (n > max_tokens_) {
@@ -69,14 +70,23 @@ std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens) {
     for (size_t j = 0; j < width; ++j) sum[j] += h[j];
     ++rows;
   }
-  double norm = 0;
-  for (double& v : sum) {
-    v /= double(rows);
-    norm += v * v;
+  for (double& v : sum) v /= double(rows);
+  return normalize_embedding(sum, normalize);
+}
+
+std::vector<float> normalize_embedding(std::span<const double> v, int mode) {
+  double norm = 1.0;
+  if (mode == 0) {  // the largest magnitude to 32760, as int16 would hold it
+    double max_abs = 0;
+    for (double x : v) max_abs = std::max(max_abs, std::abs(x));
+    norm = max_abs / 32760.0;
+  } else if (mode > 0) {  // the p-norm: taxicab (1), Euclidean (2), ...
+    double sum = 0;
+    for (double x : v) sum += mode == 2 ? x * x : std::pow(std::abs(x), mode);
+    norm = mode == 1 ? sum : mode == 2 ? std::sqrt(sum) : std::pow(sum, 1.0 / mode);
   }
-  norm = std::sqrt(norm);
-  std::vector<float> out(width);
-  for (size_t j = 0; j < width; ++j) out[j] = norm > 0 ? static_cast<float>(sum[j] / norm) : 0.0f;
+  std::vector<float> out(v.size());
+  for (size_t j = 0; j < v.size(); ++j) out[j] = norm > 0 ? static_cast<float>(v[j] / norm) : 0.0f;
   return out;
 }
 

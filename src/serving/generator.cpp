@@ -1,6 +1,8 @@
 #include <algorithm>
 #include <cmath>
+#include <future>
 
+#include "serving/session_file.h"
 #include "serving/text_stream.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
@@ -187,9 +189,10 @@ void Generator::loop() {
       std::unique_lock lock(mutex_);
       const bool busy = std::any_of(slots_.begin(), slots_.end(),
                                     [](auto& s) { return s->state != Slot::State::kIdle; });
-      if (!busy) cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (!busy) cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !tasks_.empty(); });
       stopping = stopping_;
     }
+    run_tasks();
     if (stopping) {
       end_all(FinishReason::kShutdown, "the server is shutting down");
       return;
@@ -217,6 +220,7 @@ void Generator::end_all(FinishReason reason, const std::string& error) {
     e.finish = reason;
     e.error = error;
     e.n_prompt = static_cast<int64_t>(r->prompt.size());
+    r->phase_.store(Request::Phase::kDone);
     if (r->sink_) r->sink_(std::move(e));
   }
   update_gauges();
@@ -262,6 +266,7 @@ void Generator::assign(Slot& slot, std::shared_ptr<Request> r) {
     slot.cached.assign(prompt.begin(), prompt.begin() + static_cast<ptrdiff_t>(keep));
   }
   slot.request = std::move(r);
+  slot.request->phase_.store(Request::Phase::kPrompt);
   const GenerationParams& p = slot.request->params;
   slot.state = Slot::State::kPrompt;
   slot.prompt_next = keep;
@@ -315,6 +320,7 @@ void Generator::admit() {
     e.done = true;
     e.finish = FinishReason::kCancelled;
     e.n_prompt = static_cast<int64_t>(r->prompt.size());
+    r->phase_.store(Request::Phase::kDone);
     if (r->sink_) r->sink_(std::move(e));
   }
 }
@@ -362,6 +368,7 @@ bool Generator::step() {
         s->prompt_next += s->n_decoding;
         if (s->prompt_next == prompt.size()) {
           s->state = Slot::State::kGenerating;
+          s->request->phase_.store(Request::Phase::kGenerating);
           s->first_token = Clock::now();
         }
       }
@@ -404,6 +411,7 @@ void Generator::handle_token(Slot& s, std::span<const float> logits) {
                                         std::max(p.top_logprobs, 0));
   s.sampler->accept(tok);
   ++s.n_gen;
+  s.request->generated_.store(s.n_gen);
   if (p.top_logprobs >= 0) {
     auto prob = [&](TokenLogprob t) {
       return TokenProb{t.id, tokenizer_.token_to_piece(t.id, false), t.logprob};
@@ -440,6 +448,7 @@ void Generator::finish(Slot& s, FinishReason reason, const std::string& error) {
   e.done = true;
   e.finish = reason;
   e.error = error;
+  if (reason == FinishReason::kStop) e.stop = s.text.stopped_by();
   e.n_prompt = static_cast<int64_t>(s.request->prompt.size());
   e.n_cached = s.n_cached;
   e.n_gen = s.n_gen;
@@ -460,9 +469,106 @@ void Generator::finish(Slot& s, FinishReason reason, const std::string& error) {
     context_.cache().seq_rm(s.id, 0, -1);
     s.cached.clear();
   }
-  s.send(std::move(e));
-  s.request.reset();
+  // The slot is free before the sink hears of the end (a status read then
+  // shows it free).
+  const std::shared_ptr<Request> r = std::move(s.request);
   s.state = Slot::State::kIdle;
+  last_slot_ = s.id;
+  update_gauges();
+  r->phase_.store(Request::Phase::kDone);
+  if (r->sink_) r->sink_(std::move(e));
+}
+
+void Generator::between_steps(const std::function<void()>& task) {
+  if (!thread_.joinable()) {
+    task();
+    return;
+  }
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> result = done->get_future();
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_) throw Stopped("the generator has shut down");
+    tasks_.push_back([&task, done] {
+      try {
+        task();
+        done->set_value();
+      } catch (...) {
+        done->set_exception(std::current_exception());
+      }
+    });
+  }
+  cv_.notify_one();
+  result.get();
+}
+
+void Generator::run_tasks() {
+  std::deque<std::function<void()>> tasks;
+  {
+    std::lock_guard lock(mutex_);
+    tasks.swap(tasks_);
+  }
+  for (auto& t : tasks) t();
+}
+
+size_t Generator::save_session(const std::filesystem::path& path) {
+  size_t saved = 0;
+  between_steps([&] {
+    const Slot& s = *slots_[static_cast<size_t>(last_slot_)];
+    const std::vector<int64_t> cells = context_.cache().seq_cells(s.id);
+    TESSERA_CHECK(cells.size() == s.cached.size());
+    write_session(path, model_, context_.cache(), s.cached, cells);
+    saved = s.cached.size();
+  });
+  return saved;
+}
+
+std::vector<TokenId> Generator::load_session(const std::filesystem::path& path) {
+  std::vector<TokenId> tokens;
+  between_steps([&] {
+    Slot* slot = nullptr;
+    for (auto& s : slots_) {
+      if (s->state == Slot::State::kIdle && (slot == nullptr || s->id == last_slot_)) slot = s.get();
+    }
+    if (slot == nullptr) {
+      fail(ErrorCategory::kInvalidArgument, "[session {}] every slot is busy; load it when one "
+           "is idle", path.string());
+    }
+    KvCache& cache = context_.cache();
+    cache.seq_rm(slot->id, 0, -1);
+    slot->cached.clear();
+    auto claim = [&](std::span<const TokenId> saved) {
+      const auto n = static_cast<int64_t>(saved.size());
+      if (n >= slot_ctx_) {
+        fail(ErrorCategory::kInvalidArgument, "[session {}] holds {} tokens, a slot {} (and one "
+             "more to generate)", path.string(), n, slot_ctx_);
+      }
+      Batch b;
+      for (int64_t i = 0; i < n; ++i) {
+        b.add(saved[static_cast<size_t>(i)], static_cast<int32_t>(i), {slot->id}, false);
+      }
+      std::vector<int64_t> cells(static_cast<size_t>(n));
+      cache.find_slot(b, 0, static_cast<size_t>(n), cells);
+      return cells;
+    };
+    tokens = read_session(path, model_, cache, claim,
+                          [&](std::span<const int64_t> cells) { cache.release(cells); });
+    slot->cached = tokens;
+    last_slot_ = slot->id;
+    update_gauges();
+  });
+  return tokens;
+}
+
+void Generator::clear_cache() {
+  between_steps([&] {
+    for (auto& s : slots_) {
+      if (s->state != Slot::State::kIdle) continue;
+      context_.cache().seq_rm(s->id, 0, -1);
+      s->cached.clear();
+    }
+    update_gauges();
+  });
 }
 
 }  // namespace tessera::serving

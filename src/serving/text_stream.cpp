@@ -45,7 +45,9 @@ bool TextStream::add(std::string_view piece) {
   // any possible start (never, by the hold-back) or in the pending text.
   const std::string window = sent_tail_ + pending_;
   size_t cut = std::string::npos;
-  for (const std::string& stop : stops_) cut = std::min(cut, window.find(stop));
+  for (const std::string& stop : stops_) {
+    if (const size_t at = window.find(stop); at < cut) cut = at, stopped_by_ = stop;
+  }
   if (cut == std::string::npos) return false;
   const size_t from = sent_tail_.size();
   pending_ = cut > from ? window.substr(from, cut - from) : std::string();

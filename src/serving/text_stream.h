@@ -17,6 +17,8 @@ class TextStream {
   // Appends a piece. True when a stop string completed: the text is then
   // cut before it and nothing more should be added.
   bool add(std::string_view piece);
+  // The stop string that ended the text (the earliest in it), once add() said so.
+  const std::string& stopped_by() const { return stopped_by_; }
   // The text that can be sent now (held back: a possible stop-string start,
   // an incomplete UTF-8 character).
   std::string take_ready();
@@ -25,6 +27,7 @@ class TextStream {
 
  private:
   std::vector<std::string> stops_;
+  std::string stopped_by_;
   size_t reach_ = 0;     // longest stop string less one byte
   std::string pending_;  // not sent yet
   std::string sent_tail_;  // the last reach_ bytes sent, where a stop may begin

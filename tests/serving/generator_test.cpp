@@ -2,7 +2,10 @@
 // synchronously (run() / step()) so every case is deterministic.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -330,6 +333,92 @@ TEST_F(GeneratorTest, TextInMessagesNeverBecomesControlTokens) {
   EXPECT_EQ(chat.render(parts, true), chat.render({{{"role", "user"}, {"content", "Tell a story."}}}, true));
   EXPECT_THROW(chat.render({{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}, true), ChatError);
   EXPECT_NO_THROW(chat.render({{{"role", "user"}, {"content", nullptr}}}, true));
+}
+
+}  // namespace
+}  // namespace tessera::serving
+
+namespace tessera::serving {
+namespace {
+
+// A session written by one generator and read by another over the same
+// model continues exactly where the first stopped, decoding only the rest;
+// phases and the stop string reach the caller; bad files are refused.
+TEST_F(GeneratorTest, ASavedSessionContinuesInAFreshGenerator) {
+  const std::string dir = ::testing::TempDir();
+  const std::string file = dir + "/generator.session";
+  const std::vector<TokenId> prompt = tokens("Once upon a time");
+  Result whole, first;
+  std::vector<TokenId> continued;
+  {
+    Generator g(*model_, *tok_, {.n_slots = 2, .n_ctx = 512});
+    submit(g, prompt, greedy(40), whole);
+    g.run();
+    g.clear_cache();
+    GenerationParams with_ids = greedy(20);
+    with_ids.top_logprobs = 0;  // the chosen tokens' ids come with the events
+    auto r = submit(g, prompt, with_ids, first);
+    EXPECT_EQ(r->phase(), Request::Phase::kQueued);
+    g.run();
+    EXPECT_EQ(r->phase(), Request::Phase::kDone);
+    EXPECT_EQ(r->generated(), 20);
+    // The cache holds the prompt and 19 generated tokens (the 20th was never decoded).
+    EXPECT_EQ(g.save_session(file), prompt.size() + 19);
+  }
+  Generator g(*model_, *tok_, {.n_slots = 2, .n_ctx = 512});
+  const std::vector<TokenId> loaded = g.load_session(file);
+  ASSERT_EQ(loaded.size(), prompt.size() + 19);
+  EXPECT_TRUE(std::equal(prompt.begin(), prompt.end(), loaded.begin()));
+  // The saved tokens and the 20th: the rest of the text, from the cache.
+  std::vector<TokenId> generated;
+  for (const Event& e : first.events) {
+    for (const auto& p : e.probs) generated.push_back(p.first.id);
+  }
+  ASSERT_EQ(generated.size(), 20u);
+  EXPECT_TRUE(std::equal(generated.begin(), generated.end() - 1, loaded.begin() + static_cast<ptrdiff_t>(prompt.size())));
+  std::vector<TokenId> next = loaded;
+  next.push_back(generated.back());
+  Result rest;
+  submit(g, next, greedy(20), rest);
+  g.run();
+  EXPECT_EQ(rest.last().n_cached, static_cast<int64_t>(loaded.size()));
+  EXPECT_EQ(first.text() + rest.text(), whole.text());
+
+  // Refused: not a session, truncated, another model's.
+  const std::string junk = dir + "/junk.session";
+  { std::ofstream(junk) << "not a session"; }
+  EXPECT_THROW(g.load_session(junk), Error);
+  const std::string cut = dir + "/cut.session";
+  {
+    std::ifstream in(file, std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() - 100);
+  }
+  try {
+    g.load_session(cut);
+    ADD_FAILURE() << "a truncated session loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+  std::unique_ptr<Model> other = Model::load(*rt_, testing::shared_dir() + "/fixtures/archs/qwen2.gguf");
+  const Tokenizer other_tok = Tokenizer::from_gguf(other->file());
+  Generator h(*other, other_tok, {.n_slots = 1, .n_ctx = 256});
+  try {
+    h.load_session(file);
+    ADD_FAILURE() << "another model's session loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("another model"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(GeneratorTest, TheStopStringThatEndedTheTextIsReported) {
+  const Result r = alone("Once upon a time", [] {
+    GenerationParams p = greedy(60);
+    p.stop = {"zzz", "Lily", "park"};
+    return p;
+  }());
+  EXPECT_EQ(r.last().finish, FinishReason::kStop);
+  EXPECT_EQ(r.last().stop, "Lily");  // "Lily" comes before "park" in this story
 }
 
 }  // namespace

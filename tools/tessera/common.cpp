@@ -25,40 +25,10 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
 
 namespace {
 
-std::string device_names(Runtime& runtime) {
-  std::string out;
-  for (Device* d : runtime.devices()) out += fmt::format("{}{}", out.empty() ? "" : ", ", d->name());
-  return out;
-}
-
 constexpr std::string_view kCacheTypes[] = {"f16", "f32", "bf16", "q8_0", "q4_0",
                                             "q4_1", "q5_0", "q5_1"};
 
 }  // namespace
-
-// The CPU backend's extension functions, reached by name (no backend header here).
-void set_cpu_threads(Runtime& runtime, int threads) {
-  using SetThreads = void (*)(Device&, int);
-  Backend* cpu = runtime.find_backend("CPU");
-  auto* set = cpu ? reinterpret_cast<SetThreads>(cpu->proc_address("cpu_set_threads")) : nullptr;
-  if (set == nullptr) {
-    fail(ErrorCategory::kUnsupported, "[-t] this build's CPU backend cannot set threads");
-  }
-  set(cpu->device(0), threads);
-  // OpenBLAS keeps its own threads: as many as the CPU pool's.
-  if (Backend* blas = runtime.find_backend("BLAS")) {
-    if (auto* set_blas = reinterpret_cast<SetThreads>(blas->proc_address("blas_set_threads"))) {
-      set_blas(blas->device(0), threads);
-    }
-  }
-}
-
-int cpu_threads(Runtime& runtime) {
-  using GetThreads = int (*)(Device&);
-  Backend* cpu = runtime.find_backend("CPU");
-  auto* get = cpu ? reinterpret_cast<GetThreads>(cpu->proc_address("cpu_get_threads")) : nullptr;
-  return get != nullptr ? get(cpu->device(0)) : 0;
-}
 
 void add_cache_type_flags(CLI::App& cmd, CacheTypeFlags& flags) {
   cmd.add_option("--cache-type-k", flags.k, "(-ctk) KV cache type for keys: f16, f32, bf16, q8_0, "
@@ -96,38 +66,15 @@ void check_cache_types(const Model& model, const CacheTypeFlags& flags) {
 
 LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context) {
   const auto start = std::chrono::steady_clock::now();
-  std::unique_ptr<Runtime> runtime = make_runtime();
-  // Also when -t is not given: OpenBLAS's default (every logical CPU) may differ.
-  if (const int n = flags.threads > 0 ? flags.threads : cpu_threads(*runtime); n > 0) {
-    set_cpu_threads(*runtime, n);
-  }
-  if (!flags.device.empty() && runtime->find_device(flags.device) == nullptr) {
-    std::string upper = flags.device;
-    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    if (upper.starts_with("CUDA")) {
-      Backend* cuda = runtime->find_backend("CUDA");
-      if (cuda == nullptr) {
-        fail(ErrorCategory::kUnsupported,
-             "[--device {}] this build has no CUDA backend; configure with -DTESSERA_CUDA=ON "
-             "(nvcc on PATH); devices here: {}",
-             flags.device, device_names(*runtime));
-      }
-      const std::string why = no_devices_reason(*cuda);
-      fail(ErrorCategory::kUnsupported, "[--device {}] the CUDA backend has {} device(s){}; devices here: {}",
-           flags.device, cuda->device_count(), why.empty() ? "" : fmt::format(" ({})", why),
-           device_names(*runtime));
-    }
-    fail(ErrorCategory::kInvalidArgument, "[--device {}] no such device; devices here: {}",
-         flags.device, device_names(*runtime));
-  }
-  PlacementOptions placement = context;
-  placement.gpu_layers = flags.gpu_layers;
-  placement.device = flags.device;
+  serving::LoadOptions o{.model = flags.model, .threads = flags.threads, .placement = context};
+  o.placement.gpu_layers = flags.gpu_layers;
+  o.placement.device = flags.device;
+  o.device_flag = "--device";
   bool shown = false;
   // A line redrawn in place on a terminal; into a log, one line per 25%.
   const bool tty = isatty(fileno(stderr)) != 0;
   int last_quarter = -1;
-  auto progress = [&](uint64_t done, uint64_t total) {
+  o.progress = [&](uint64_t done, uint64_t total) {
     if (ms_since(start) < 1000.0 && !shown) return;
     shown = true;
     const double pct = total ? 100.0 * double(done) / double(total) : 100.0;
@@ -139,16 +86,8 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
       fmt::print(stderr, "loading {}: {:3.0f}%\n", flags.model, pct);
     }
   };
-  Placement where;
-  std::unique_ptr<Model> model = tessera::load_model(*runtime, flags.model, placement, progress, &where);
-  if (!where.message.empty()) fmt::print(stderr, "{}\n", where.message);
-  Tokenizer tokenizer = Tokenizer::from_gguf(model->file());
-  LoadedModel out{std::move(runtime), std::move(model), std::move(tokenizer), 0.0};
-  if (static_cast<int64_t>(out.tokenizer.n_vocab()) != out.model->hparams().n_vocab) {
-    fail(ErrorCategory::kInvalidFile, "[model {}] tokenizer has {} tokens, the weights {}",
-         flags.model, out.tokenizer.n_vocab(), out.model->hparams().n_vocab);
-  }
-  out.load_ms = ms_since(start);
+  LoadedModel out = serving::load(o);
+  if (!out.placement.empty()) fmt::print(stderr, "{}\n", out.placement);
   return out;
 }
 

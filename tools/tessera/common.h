@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tessera/loaded_model.h"
 #include "tessera/model.h"
 #include "tessera/placement.h"
 #include "tessera/runtime.h"
@@ -26,21 +27,15 @@ struct ModelFlags {
 // -m/--model, -t/--threads, --gpu-layers (--ngl), --device.
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
 
-struct LoadedModel {
-  std::unique_ptr<Runtime> runtime;
-  std::unique_ptr<Model> model;
-  Tokenizer tokenizer;
-  double load_ms = 0.0;
-};
+using serving::LoadedModel;
 
 // Loads flags.model with the engine's placement; `context` says what the
 // context will hold (its size and cache types), for the memory estimate. The
 // placement line goes to stderr when a GPU is there.
 LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context = {});
 
-// The CPU backend's thread count (-t), through its extension functions.
-void set_cpu_threads(Runtime& runtime, int threads);
-int cpu_threads(Runtime& runtime);  // 0 when the backend cannot tell
+using serving::cpu_threads;
+using serving::set_cpu_threads;
 
 // --cache-type-k/-ctk and --cache-type-v/-ctv, as llama.cpp spells them:
 // f16 (default), f32, bf16, q8_0, q4_0, q4_1, q5_0, q5_1.
