@@ -1,6 +1,7 @@
 #include "context.h"
 
 #include <cmath>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -181,13 +182,14 @@ Napi::Object result_object(Napi::Env env, const Job& job, const serving::Event& 
 void on_event(Napi::Env env, Napi::Function callback, const std::shared_ptr<Job>& job,
               const std::shared_ptr<Jobs>& jobs, serving::Event& e) {
   job->text += e.text;
-  nlohmann::json probs = event_probs(e);
+  nlohmann::json probs = e.probs.empty() ? nlohmann::json::array() : event_probs(e);
   for (auto& p : probs) job->probs.push_back(p);
   if (job->has_callback && !job->callback_error && (!e.text.empty() || !probs.empty())) {
-    nlohmann::json data = {{"token", e.text}};
-    if (!probs.empty()) data["completion_probabilities"] = probs;
+    Napi::Object data = Napi::Object::New(env);
+    data.Set("token", Napi::String::New(env, e.text));
+    if (!probs.empty()) data.Set("completion_probabilities", from_json(env, probs));
     try {
-      callback.Call({from_json(env, data)});
+      callback.Call({data});
     } catch (const Napi::Error& err) {
       job->callback_error = err;  // stop here; the promise rejects with it
       job->cancel();
@@ -237,8 +239,19 @@ class SubmitWorker : public Napi::AsyncWorker {
       Napi::ThreadSafeFunction tsfn = job_->tsfn;
       std::weak_ptr<Job> weak = job_;
       std::shared_ptr<Jobs> jobs = jobs_;
+      // Without onToken, the events before the last wait here, on the
+      // generator's thread: one call into JS per completion, not per token.
+      const bool streaming = job_->has_callback;
       auto request = std::make_shared<serving::Request>(
-          std::move(tokens), std::move(params_), [tsfn, job = job_, jobs](serving::Event&& e) mutable {
+          std::move(tokens), std::move(params_),
+          [tsfn, job = job_, jobs, streaming, held = serving::Event{}](serving::Event&& e) mutable {
+            if (!streaming) {
+              held.text += e.text;
+              std::move(e.probs.begin(), e.probs.end(), std::back_inserter(held.probs));
+              if (!e.done) return;
+              e.text = std::move(held.text);
+              e.probs = std::move(held.probs);
+            }
             auto event = std::make_shared<serving::Event>(std::move(e));
             tsfn.BlockingCall([job, jobs, event](Napi::Env env, Napi::Function cb) {
               on_event(env, cb, job, jobs, *event);
