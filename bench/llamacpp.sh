@@ -7,7 +7,7 @@
 # AVX-512, AMX...), fetched once into the cache; bench/llamacpp_bench.c
 # drives it through libllama's C API. Needs npm and a C compiler.
 #
-#   bench/llamacpp.sh            # Q4_0 Q8_0 F16, threads 1,2, depths 0,2048
+#   bench/llamacpp.sh            # Q4_0 Q8_0 F16 and the K / IQ4 mixes, threads 1,2, depths 0,2048
 #
 # Knobs (environment): SHAPE, TYPES, THREADS, DEPTHS, REPS, CACHE as run.sh;
 # NLC_VERSION (3.22.1).
@@ -15,7 +15,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 SHAPE="${SHAPE:-tinyllama-1.1b}"
-TYPES="${TYPES:-q4_0 q8_0 f16}"
+TYPES="${TYPES:-q4_0 q8_0 f16 q4_k_m q5_k_m q6_k iq4_xs q3_k_m}"
 THREADS="${THREADS:-1,2}"
 DEPTHS="${DEPTHS:-0,2048}"
 REPS="${REPS:-3}"

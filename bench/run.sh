@@ -6,10 +6,14 @@
 # or FMA peak for pp). Weights are copied into anonymous memory at load, so
 # the page cache does not matter once a model is loaded.
 #
-#   bench/run.sh                 # TinyLlama-1.1B shape, Q4_0 Q8_0 F16, 1 and 2 threads, d 0 and 2048
+#   bench/run.sh                 # TinyLlama-1.1B shape, Q4_0 Q8_0 F16 and the K / IQ4 mixes, 1 and 2 threads, d 0 and 2048
 #   SHAPE=llama-100m REPS=2 bench/run.sh
 #
-# Knobs (environment): SHAPE, TYPES ("q4_0 q8_0 f16"), THREADS (1,2),
+# The K and IQ4 mixes (q4_k_m, q5_k_m, q6_k, iq4_xs, q3_k_m, ...: any type
+# `tessera quantize` takes) are made by `tessera quantize` from the
+# synthesized F16 file, with llama-quantize's per-tensor rules.
+#
+# Knobs (environment): SHAPE, TYPES ("q4_0 q8_0 f16 q4_k_m q5_k_m q6_k iq4_xs q3_k_m"), THREADS (1,2),
 # DEPTHS (0,2048), P (512), N (128), REPS (3), BUILD (build/release),
 # CACHE (${XDG_CACHE_HOME:-~/.cache}/tessera-bench), JSON=1 for JSON rows.
 set -euo pipefail
@@ -17,7 +21,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${BUILD:-$here/build/release}"
 SHAPE="${SHAPE:-tinyllama-1.1b}"
-TYPES="${TYPES:-q4_0 q8_0 f16}"
+TYPES="${TYPES:-q4_0 q8_0 f16 q4_k_m q5_k_m q6_k iq4_xs q3_k_m}"
 THREADS="${THREADS:-1,2}"
 DEPTHS="${DEPTHS:-0,2048}"
 P="${P:-512}"
@@ -46,8 +50,20 @@ echo
 for type in $TYPES; do
   model="$CACHE/$SHAPE-$type.gguf"
   if [[ ! -f "$model" ]]; then
-    echo "synthesizing $model ..." >&2
-    "$tessera" synth --shape "$SHAPE" --type "$type" -o "$model" >&2
+    case "$type" in
+      f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1)
+        echo "synthesizing $model ..." >&2
+        "$tessera" synth --shape "$SHAPE" --type "$type" -o "$model" >&2 ;;
+      *)
+        f16="$CACHE/$SHAPE-f16.gguf"
+        if [[ ! -f "$f16" ]]; then
+          echo "synthesizing $f16 ..." >&2
+          "$tessera" synth --shape "$SHAPE" --type f16 -o "$f16" >&2
+        fi
+        echo "quantizing $f16 to $type ..." >&2
+        "$tessera" quantize "$f16" "$model.part" "$type" >&2
+        mv "$model.part" "$model" ;;
+    esac
   fi
   out=md
   [[ "${JSON:-0}" == 1 ]] && out=json
