@@ -47,6 +47,10 @@ struct QuantizeOptions {
   // Weights already quantized (Q4_K, ...) are dequantized and quantized again
   // only when allowed: it adds the second rounding's error.
   bool allow_requantize = false;
+  // --imatrix: llama-imatrix's GGUF output. Each tensor with an entry is
+  // quantized with ggml's importance-weighted search (the bytes
+  // llama-quantize --imatrix writes); the rules change as llama-quantize's do.
+  std::filesystem::path imatrix;
   std::optional<DType> output_type;           // --output-tensor-type
   std::optional<DType> token_embedding_type;  // --token-embedding-type
 };
@@ -56,6 +60,7 @@ struct QuantizeTensor {
   DType from, to;
   uint64_t bytes_in, bytes_out;
   std::string note;  // why `to` differs from the asked type, if it does
+  bool imatrix = false;  // quantized with importance weights
 };
 
 struct QuantizeSummary {

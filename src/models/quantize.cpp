@@ -14,6 +14,8 @@
 
 #include <fmt/format.h>
 
+#include "core/quants.h"
+#include "models/imatrix.h"
 #include "models/parallel_rows.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
@@ -23,6 +25,8 @@ namespace {
 
 // llama_ftype numbers (include/llama.h) of the mixes with per-tensor rules.
 enum Ftype : uint32_t {
+  kQ4_0 = 2,
+  kQ5_0 = 8,
   kQ2_K = 10,
   kQ3_K_S = 11,
   kQ3_K_M = 12,
@@ -167,8 +171,8 @@ bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n 
 // tensors must come in llama.cpp's order (by layer, then name).
 class MixRules {
  public:
-  MixRules(const ModelFacts& m, const QuantizeOptions& o, int n_attn_v)
-      : m_(m), o_(o), ftype_(o.mix.ftype), n_attn_v_(n_attn_v) {}
+  MixRules(const ModelFacts& m, const QuantizeOptions& o, int n_attn_v, bool has_imatrix)
+      : m_(m), o_(o), ftype_(o.mix.ftype), n_attn_v_(n_attn_v), has_imatrix_(has_imatrix) {}
 
   DType type_of(const gguf::TensorInfo& t, Category cat, std::string* note) {
     DType type = o_.mix.type;
@@ -230,12 +234,15 @@ class MixRules {
         } else if (more) {
           set(DType::kQ6_K, "ffn_down, use_more_bits layer");
         }
-      } else if (i < n / 8 && (ftype_ == kIQ4_NL || ftype_ == kIQ4_XS)) {
+      } else if (i < n / 8 && (ftype_ == kIQ4_NL || ftype_ == kIQ4_XS) && !has_imatrix_) {
         set(DType::kQ5_K, "ffn_down, first n/8 layers");
       } else if (ftype_ == kQ5_K_M && more) {
         set(DType::kQ6_K, "ffn_down, use_more_bits layer");
       } else if (ftype_ == kQ4_K_S && !falcon && i < n / 8) {
         set(DType::kQ5_K, "ffn_down, first n/8 layers");
+      } else if ((ftype_ == kQ4_0 || ftype_ == kQ5_0) && has_imatrix_ && i < n / 8) {
+        // With an imatrix, llama-quantize guards the first ffn_down layers of Q4_0 / Q5_0.
+        set(ftype_ == kQ4_0 ? DType::kQ4_1 : DType::kQ5_1, "ffn_down, first n/8 layers, imatrix");
       }
     } else if (cat == Category::kAttnOutput) {
       if (falcon) {
@@ -261,6 +268,7 @@ class MixRules {
   const QuantizeOptions& o_;
   uint32_t ftype_;
   int n_attn_v_;
+  bool has_imatrix_;
   int i_attn_v_ = 0;
   int i_ffn_down_ = 0;
 };
@@ -291,7 +299,7 @@ struct Plan {
 };
 
 // Each tensor's type, in file order, following llama_tensor_get_type.
-std::vector<Plan> plan_tensors(const gguf::File& file, const QuantizeOptions& o) {
+std::vector<Plan> plan_tensors(const gguf::File& file, const QuantizeOptions& o, bool has_imatrix) {
   const std::span<const gguf::TensorInfo> tensors = file.tensors();
   const ModelFacts facts = read_facts(file);
   // llama.cpp visits tensors sorted by layer (non-layer ones first), then name.
@@ -303,7 +311,7 @@ std::vector<Plan> plan_tensors(const gguf::File& file, const QuantizeOptions& o)
   });
   int n_attn_v = 0;
   for (const gguf::TensorInfo& t : tensors) n_attn_v += category_of(t.name) == Category::kAttnV;
-  MixRules rules(facts, o, n_attn_v);
+  MixRules rules(facts, o, n_attn_v, has_imatrix);
   const bool quantized = dtype_info(o.mix.type).quantized;
 
   std::vector<Plan> plans(tensors.size());
@@ -398,12 +406,22 @@ QuantizeSummary quantize_model(const std::filesystem::path& in, const std::files
     }
   }
   const gguf::File file = gguf::File::open(in);
-  std::vector<Plan> plans = plan_tensors(file, o);
+  // Outlives the tensor fills below, which run inside w.write.
+  const ImportanceMatrix imatrix_data =
+      o.imatrix.empty() ? ImportanceMatrix{} : load_importance_matrix(o.imatrix);
+  const ImportanceMatrix* imatrix = &imatrix_data;
+  std::vector<Plan> plans = plan_tensors(file, o, !imatrix->values.empty());
 
   gguf::Writer w;
   for (const gguf::KeyValue& kv : file.kvs()) w.set_value(kv.key, kv.value);
   w.set_u32("general.file_type", o.mix.ftype);
   w.set_u32("general.quantization_version", 2);
+  if (!imatrix->values.empty()) {  // the keys llama-quantize records
+    w.set_string("quantize.imatrix.file", o.imatrix.string());
+    if (!imatrix->datasets.empty()) w.set_string("quantize.imatrix.dataset", imatrix->datasets[0]);
+    w.set_u32("quantize.imatrix.entries_count", static_cast<uint32_t>(imatrix->values.size()));
+    if (imatrix->chunk_count > 0) w.set_u32("quantize.imatrix.chunks_count", imatrix->chunk_count);
+  }
 
   QuantizeSummary summary;
   std::vector<QuantizeTensor> report;
@@ -426,7 +444,19 @@ QuantizeSummary quantize_model(const std::filesystem::path& in, const std::files
     }
     const std::vector<int64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
     const uint64_t bytes_out = *row_bytes(p.to, t.ne[0]) * static_cast<uint64_t>(t.n_elements() / t.ne[0]);
-    report.push_back({t.name, t.type, p.to, t.nbytes, bytes_out, std::move(p.note)});
+    // The tensor's importance, one row of ne0 per expert (ne[2]); as
+    // llama-quantize, a tensor without an entry is quantized without one, and
+    // token_embd (whose imatrix rows never match) too.
+    const std::vector<float>* importance = p.to != t.type ? imatrix->find(t.name) : nullptr;
+    if (importance != nullptr && importance->size() != static_cast<size_t>(t.ne[0] * t.ne[2])) {
+      if (t.name != "token_embd.weight") {
+        fail(ErrorCategory::kInvalidFile, "[quantize {}] tensor '{}': found {} importance values in "
+             "{}, expected {} (ne0 x experts)", file.name(), t.name, importance->size(),
+             o.imatrix.string(), t.ne[0] * t.ne[2]);
+      }
+      importance = nullptr;
+    }
+    report.push_back({t.name, t.type, p.to, t.nbytes, bytes_out, std::move(p.note), importance != nullptr});
     summary.bytes_in += t.nbytes;
     summary.bytes_out += bytes_out;
     ++summary.tensors;
@@ -440,6 +470,7 @@ QuantizeSummary quantize_model(const std::filesystem::path& in, const std::files
     ++summary.converted;
     const DType from_type = t.type, to = p.to;
     const int64_t n = t.ne[0];
+    const int64_t rows_per_expert = t.ne[1];
     w.add_tensor(t.name, to, shape, [=](std::span<uint8_t> dst) {
       const size_t in_row = *row_bytes(from_type, n), out_row = *row_bytes(to, n);
       const auto rows = static_cast<int64_t>(dst.size() / out_row);
@@ -447,7 +478,10 @@ QuantizeSummary quantize_model(const std::filesystem::path& in, const std::files
         std::vector<float> v(static_cast<size_t>(n));
         for (int64_t r = begin; r < end; ++r) {
           dequantize_row(from_type, src.data() + static_cast<size_t>(r) * in_row, v.data(), n);
-          quantize_row(to, v.data(), dst.data() + static_cast<size_t>(r) * out_row, n);
+          const float* qw = importance != nullptr
+                                ? importance->data() + (r / rows_per_expert) * n
+                                : nullptr;
+          quantize_row_weighted(to, v.data(), dst.data() + static_cast<size_t>(r) * out_row, n, qw);
         }
       });
     });

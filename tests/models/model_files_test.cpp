@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "models/model_test_util.h"
+#include "core/quants.h"
 #include "tessera/engine.h"
 #include "tessera/error.h"
 #include "tessera/runtime.h"
@@ -428,6 +430,175 @@ TEST_F(ModelFilesTest, MixRulesCountLayersAndFallBackOnOddRows) {
     EXPECT_EQ(q.find_tensor("blk.0.ffn_up.weight")->type, kQ5_0);  // pure still falls back
     EXPECT_EQ(q.find_tensor("output.weight")->type, kQ8_0);
     EXPECT_EQ(q.find("general.file_type")->u32(), 15u);
+  }
+}
+
+// An importance matrix as llama-imatrix writes it: per weight, in_sum2 [ne0]
+// and counts [1]; `zero_count` names one whose count is 0 (values read as 1).
+std::filesystem::path write_imatrix(const std::filesystem::path& path, const gguf::File& model,
+                                    const std::vector<std::string>& weights,
+                                    const std::string& zero_count = {}) {
+  gguf::Writer w;
+  w.set_string("general.type", "imatrix");
+  const std::vector<std::string> datasets = {"calibration.txt"};
+  w.set_array_strings("imatrix.datasets", datasets);
+  w.set_u32("imatrix.chunk_count", 12);
+  w.set_u32("imatrix.chunk_size", 512);
+  uint32_t state = 7;
+  for (const std::string& name : weights) {
+    const int64_t ne0 = model.find_tensor(name)->ne[0];
+    std::vector<float> sums(static_cast<size_t>(ne0));
+    for (float& x : sums) {
+      state = state * 1664525u + 1013904223u;
+      x = static_cast<float>(state >> 8) * (1.0f / 65536.0f);  // 0 .. 256
+    }
+    const std::vector<float> count = {name == zero_count ? 0.0f : 6.0f};
+    const std::vector<int64_t> sums_shape = {ne0, 1}, count_shape = {1, 1};
+    w.add_tensor(name + ".in_sum2", DType::kF32, sums_shape,
+                 std::span(reinterpret_cast<const uint8_t*>(sums.data()), sums.size() * 4));
+    w.add_tensor(name + ".counts", DType::kF32, count_shape,
+                 std::span(reinterpret_cast<const uint8_t*>(count.data()), 4));
+  }
+  w.write(path);
+  return path;
+}
+
+// --imatrix: tensors with an entry hold quantize_row_weighted's bytes for the
+// importance sums / counts (1 where the count is 0), those without the plain
+// quantizer's; llama-quantize's keys are recorded; the IQ4 ffn_down rule drops
+// and Q4_0 guards its first ffn_down layers, as with llama-quantize.
+TEST_F(ModelFilesTest, ImatrixWeightsTheTensorsItNames) {
+  const auto src = synth("im-src.gguf", DType::kF16);
+  const gguf::File in = gguf::File::open(src);
+  const std::vector<std::string> named = {"blk.0.attn_q.weight", "blk.1.ffn_down.weight",
+                                          "blk.0.attn_v.weight", "output.weight"};
+  const auto imatrix = write_imatrix(dir_ / "im.gguf", in, named, "blk.0.attn_v.weight");
+  QuantizeOptions o;
+  o.mix = *quantize_mix_from_name("Q4_K_M");
+  o.imatrix = imatrix;
+  std::map<std::string, bool> weighted_by_report;  // QuantizeTensor::name views the input file
+  quantize_model(src, dir_ / "im-q4km.gguf", o, [&](size_t, size_t, const QuantizeTensor& t) {
+    weighted_by_report[std::string(t.name)] = t.imatrix;
+  });
+  const gguf::File q = gguf::File::open(dir_ / "im-q4km.gguf");
+  EXPECT_EQ(q.find("quantize.imatrix.file")->string(), imatrix.string());
+  EXPECT_EQ(q.find("quantize.imatrix.dataset")->string(), "calibration.txt");
+  EXPECT_EQ(q.find("quantize.imatrix.entries_count")->u32(), 4u);
+  EXPECT_EQ(q.find("quantize.imatrix.chunks_count")->u32(), 12u);
+
+  const gguf::File im = gguf::File::open(imatrix);
+  for (const gguf::TensorInfo& t : in.tensors()) {
+    const gguf::TensorInfo* r = q.find_tensor(t.name);
+    if (r->type == t.type) continue;
+    SCOPED_TRACE(t.name);
+    const bool weighted = std::find(named.begin(), named.end(), t.name) != named.end();
+    ASSERT_TRUE(weighted_by_report.count(std::string(t.name)));
+    EXPECT_EQ(weighted_by_report[std::string(t.name)], weighted);
+    std::vector<float> importance(static_cast<size_t>(t.ne[0]), 1.0f);
+    if (weighted && t.name != "blk.0.attn_v.weight") {
+      const std::vector<float> sums = floats(im, std::string(t.name) + ".in_sum2");
+      for (size_t i = 0; i < importance.size(); ++i) importance[i] = sums[i] / 6.0f;
+    }
+    const size_t in_row = *row_bytes(t.type, t.ne[0]), out_row = *row_bytes(r->type, t.ne[0]);
+    std::vector<float> v(static_cast<size_t>(t.ne[0]));
+    std::vector<uint8_t> expect(out_row);
+    const int64_t rows = t.n_elements() / t.ne[0];
+    for (int64_t row : {int64_t{0}, rows - 1}) {
+      dequantize_row(t.type, in.tensor_data(t).data() + row * in_row, v.data(), t.ne[0]);
+      quantize_row_weighted(r->type, v.data(), expect.data(), t.ne[0], weighted ? importance.data() : nullptr);
+      const auto got = q.tensor_data(*r).subspan(static_cast<size_t>(row) * out_row, out_row);
+      ASSERT_TRUE(std::equal(got.begin(), got.end(), expect.begin())) << "row " << row;
+    }
+  }
+}
+
+TEST_F(ModelFilesTest, ImatrixChangesTheMixRulesAsLlamaQuantize) {
+  // 16 layers, so that n/8 = 2 layers are "first layers".
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.block_count", 16);
+  w.set_u32("llama.attention.head_count", 8);
+  w.set_u32("llama.attention.head_count_kv", 8);
+  std::vector<float> v(256 * 2);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i));
+  const std::vector<int64_t> shape = {256, 2};
+  std::vector<std::string> names;
+  for (int l = 0; l < 16; ++l) names.push_back(fmt::format("blk.{}.ffn_down.weight", l));
+  for (const std::string& n : names) {
+    w.add_tensor(n, DType::kF32, shape, std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * 4));
+  }
+  const auto src = dir_ / "im-layers.gguf";
+  w.write(src);
+  const auto imatrix = write_imatrix(dir_ / "im-layers-imatrix.gguf", gguf::File::open(src), names);
+  auto type_of = [&](const char* mix, bool with_imatrix, int layer) {
+    QuantizeOptions o;
+    o.mix = *quantize_mix_from_name(mix);
+    if (with_imatrix) o.imatrix = imatrix;
+    const auto out = dir_ / fmt::format("im-{}-{}.gguf", mix, with_imatrix);
+    quantize_model(src, out, o);
+    return gguf::File::open(out).find_tensor(fmt::format("blk.{}.ffn_down.weight", layer))->type;
+  };
+  EXPECT_EQ(type_of("IQ4_XS", false, 1), DType::kQ5_K);
+  EXPECT_EQ(type_of("IQ4_XS", true, 1), DType::kIQ4_XS);
+  EXPECT_EQ(type_of("Q4_0", false, 1), DType::kQ4_0);
+  EXPECT_EQ(type_of("Q4_0", true, 1), DType::kQ4_1);
+  EXPECT_EQ(type_of("Q4_0", true, 2), DType::kQ4_0);
+  EXPECT_EQ(type_of("Q5_0", true, 0), DType::kQ5_1);
+}
+
+TEST_F(ModelFilesTest, BadImatrixFilesAreNamed) {
+  const auto src = synth("im-bad-src.gguf", DType::kF16);
+  const gguf::File in = gguf::File::open(src);
+  QuantizeOptions o;
+  o.mix = *quantize_mix_from_name("Q4_K_M");
+  auto expect_error = [&](const std::filesystem::path& imatrix, const std::string& phrase) {
+    o.imatrix = imatrix;
+    try {
+      quantize_model(src, dir_ / "im-bad.gguf", o);
+      ADD_FAILURE() << "accepted " << imatrix;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(imatrix.filename().string()), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(std::filesystem::exists(dir_ / "im-bad.gguf"));
+  };
+  {  // the legacy binary format
+    std::ofstream(dir_ / "legacy.dat", std::ios::binary) << std::string("\x02\x00\x00\x00junk", 8);
+    expect_error(dir_ / "legacy.dat", "legacy .dat");
+  }
+  {  // no imatrix metadata
+    gguf::Writer w;
+    w.set_u32("imatrix.chunk_count", 1);
+    w.write(dir_ / "nometa.gguf");
+    expect_error(dir_ / "nometa.gguf", "imatrix.datasets");
+  }
+  {  // sums without counts
+    gguf::Writer w;
+    const std::vector<std::string> datasets = {"d"};
+    w.set_array_strings("imatrix.datasets", datasets);
+    w.set_u32("imatrix.chunk_count", 1);
+    w.set_u32("imatrix.chunk_size", 1);
+    const std::vector<float> sums(256, 1.0f);
+    const std::vector<int64_t> shape = {256, 1};
+    w.add_tensor("blk.0.attn_q.weight.in_sum2", DType::kF32, shape,
+                 std::span(reinterpret_cast<const uint8_t*>(sums.data()), sums.size() * 4));
+    w.write(dir_ / "nocounts.gguf");
+    expect_error(dir_ / "nocounts.gguf", "blk.0.attn_q.weight");
+  }
+  {  // an entry whose length is not the tensor's row
+    gguf::Writer w;
+    const std::vector<std::string> datasets = {"d"};
+    w.set_array_strings("imatrix.datasets", datasets);
+    w.set_u32("imatrix.chunk_count", 1);
+    w.set_u32("imatrix.chunk_size", 1);
+    const std::vector<float> sums(128, 1.0f), counts = {1.0f};
+    const std::vector<int64_t> shape = {128, 1}, count_shape = {1, 1};
+    w.add_tensor("blk.1.ffn_up.weight.in_sum2", DType::kF32, shape,
+                 std::span(reinterpret_cast<const uint8_t*>(sums.data()), sums.size() * 4));
+    w.add_tensor("blk.1.ffn_up.weight.counts", DType::kF32, count_shape,
+                 std::span(reinterpret_cast<const uint8_t*>(counts.data()), 4));
+    w.write(dir_ / "short.gguf");
+    expect_error(dir_ / "short.gguf", "'blk.1.ffn_up.weight': found 128 importance values");
   }
 }
 
