@@ -5,6 +5,12 @@
 //   quantize_compare quantize IN.gguf OUT.gguf FTYPE
 //     llama_model_quantize with default parameters and ftype FTYPE (the
 //     llama_ftype number, e.g. 15 for Q4_K_M), as `llama-quantize IN OUT N`.
+//   quantize_compare quantize IN.gguf OUT.gguf FTYPE IMATRIX.gguf
+//     the same with an importance matrix, passed as llama-quantize passes it
+//     (values = in_sum2 / counts, 1 where a count is 0).
+//   quantize_compare imatrix MODEL.gguf OUT.gguf
+//     writes a made-up importance matrix in llama-imatrix's GGUF layout for
+//     every 2-D weight of MODEL but token_embd (values from a fixed generator).
 //   quantize_compare diff A.gguf B.gguf
 //     per tensor of A: same type and bytes in B? For those that differ prints
 //     the name, both types and the largest |a - b| after dequantizing both
@@ -14,6 +20,8 @@
 //     restated below) with ggml_quantize_chunk for each type the test checks
 //     and prints one FNV-1a 64 hash of the bytes per (type, row): the expected
 //     data that test keeps. The two generators must stay identical.
+#define _POSIX_C_SOURCE 200809L  // strndup under -std=c11
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -57,6 +65,39 @@ struct ggml_type_traits {
   void (*from_float_ref)(const float* x, void* y, int64_t k);
 };
 const struct ggml_type_traits* ggml_get_type_traits(int type);
+
+// ggml.h / gguf.h, for reading and writing importance matrices.
+struct ggml_init_params {
+  size_t mem_size;
+  void* mem_buffer;
+  _Bool no_alloc;
+};
+void* ggml_init(struct ggml_init_params params);
+void ggml_free(void* ctx);
+void* ggml_new_tensor_2d(void* ctx, int type, int64_t ne0, int64_t ne1);
+void* ggml_set_name(void* tensor, const char* name);
+void* ggml_get_data(const void* tensor);
+void* ggml_get_tensor(void* ctx, const char* name);
+int ggml_n_dims(const void* tensor);
+void* gguf_init_empty(void);
+void gguf_set_val_u32(void* ctx, const char* key, uint32_t val);
+void gguf_set_val_str(void* ctx, const char* key, const char* val);
+void gguf_set_arr_str(void* ctx, const char* key, const char** data, size_t n);
+void gguf_add_tensor(void* ctx, const void* tensor);
+_Bool gguf_write_to_file(const void* ctx, const char* fname, _Bool only_meta);
+// ggml_tensor's leading fields (type, buffer, ne[4]), stable since 2023.
+struct tensor_head {
+  int type;
+  void* buffer;
+  int64_t ne[4];
+};
+// llama.h's llama_model_imatrix_data: the list params.imatrix points at,
+// ended by a null name.
+struct imatrix_entry {
+  const char* name;
+  const float* data;
+  size_t size;
+};
 
 // ---- the test rows: keep identical to tests/core/quants_ggml_test.cpp ----
 enum { kRows = 8, kPerRow = 512 };
@@ -131,6 +172,87 @@ static int hashes(void) {
     }
   }
   return 0;
+}
+
+static int write_imatrix(const char* model_path, const char* out_path) {
+  void* meta = NULL;
+  struct gguf_init_params p = {1, &meta};
+  void* model = gguf_init_from_file(model_path, p);
+  if (!model) {
+    fprintf(stderr, "quantize_compare: cannot read %s\n", model_path);
+    return 1;
+  }
+  const int64_t n = gguf_get_n_tensors(model);
+  struct ggml_init_params ip = {(size_t)64 << 20, NULL, 0};
+  void* ctx = ggml_init(ip);
+  void* out = gguf_init_empty();
+  const char* datasets[] = {"made-up.txt"};
+  gguf_set_val_str(out, "general.type", "imatrix");
+  gguf_set_arr_str(out, "imatrix.datasets", datasets, 1);
+  gguf_set_val_u32(out, "imatrix.chunk_count", 12);
+  gguf_set_val_u32(out, "imatrix.chunk_size", 512);
+  uint32_t state = 7;
+  for (int64_t i = 0; i < n; ++i) {
+    const char* name = gguf_get_tensor_name(model, i);
+    const struct tensor_head* t = ggml_get_tensor(meta, name);
+    const size_t len = strlen(name);
+    if (ggml_n_dims(t) < 2 || len < 6 || strcmp(name + len - 6, "weight") != 0 ||
+        strcmp(name, "token_embd.weight") == 0) {
+      continue;
+    }
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s.in_sum2", name);
+    void* sums = ggml_set_name(ggml_new_tensor_2d(ctx, 0, t->ne[0], 1), buf);
+    snprintf(buf, sizeof buf, "%s.counts", name);
+    void* counts = ggml_set_name(ggml_new_tensor_2d(ctx, 0, 1, 1), buf);
+    float* s = ggml_get_data(sums);
+    for (int64_t k = 0; k < t->ne[0]; ++k) {
+      state = state * 1664525u + 1013904223u;
+      s[k] = (float)(state >> 8) * (1.0f / 65536.0f);
+    }
+    *(float*)ggml_get_data(counts) = 6.0f;
+    gguf_add_tensor(out, sums);
+    gguf_add_tensor(out, counts);
+  }
+  if (!gguf_write_to_file(out, out_path, 0)) {
+    fprintf(stderr, "quantize_compare: cannot write %s\n", out_path);
+    return 1;
+  }
+  gguf_free(out);
+  gguf_free(model);
+  ggml_free(ctx);
+  ggml_free(meta);
+  return 0;
+}
+
+// Reads IMATRIX.gguf into the list llama_model_quantize takes; the tensors
+// stay in *ctx_out.
+static struct imatrix_entry* read_imatrix(const char* path, void** ctx_out) {
+  struct gguf_init_params p = {0, ctx_out};
+  void* g = gguf_init_from_file(path, p);
+  if (!g) return NULL;
+  const int64_t n = gguf_get_n_tensors(g);
+  struct imatrix_entry* list = calloc((size_t)n + 1, sizeof *list);
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const char* name = gguf_get_tensor_name(g, i);
+    const size_t len = strlen(name);
+    if (len < 8 || strcmp(name + len - 8, ".in_sum2") != 0) continue;
+    char* weight = strndup(name, len - 8);
+    char counts_name[256];
+    snprintf(counts_name, sizeof counts_name, "%s.counts", weight);
+    const struct tensor_head* sums = ggml_get_tensor(*ctx_out, name);
+    const float* c = ggml_get_data(ggml_get_tensor(*ctx_out, counts_name));
+    const float* s = ggml_get_data(sums);
+    float* v = malloc((size_t)sums->ne[0] * sizeof(float));
+    for (int64_t j = 0; j < sums->ne[0]; ++j) v[j] = c[0] > 0.0f ? s[j] / c[0] : 1.0f;
+    list[k].name = weight;
+    list[k].data = v;
+    list[k].size = (size_t)sums->ne[0];
+    ++k;
+  }
+  gguf_free(g);
+  return list;
 }
 
 struct gguf_file {
@@ -221,8 +343,10 @@ static int diff(const char* a_path, const char* b_path) {
 int main(int argc, char** argv) {
   if (argc == 2 && strcmp(argv[1], "hashes") == 0) return hashes();
   if (argc == 4 && strcmp(argv[1], "diff") == 0) return diff(argv[2], argv[3]);
-  if (argc != 5 || strcmp(argv[1], "quantize") != 0) {
-    fprintf(stderr, "usage: %s quantize IN OUT FTYPE | diff A B | hashes\n", argv[0]);
+  if (argc == 4 && strcmp(argv[1], "imatrix") == 0) return write_imatrix(argv[2], argv[3]);
+  if ((argc != 5 && argc != 6) || strcmp(argv[1], "quantize") != 0) {
+    fprintf(stderr, "usage: %s quantize IN OUT FTYPE [IMATRIX] | imatrix MODEL OUT | diff A B | hashes\n",
+            argv[0]);
     return 2;
   }
   llama_backend_init();
@@ -230,6 +354,15 @@ int main(int argc, char** argv) {
   const int32_t nthread = 2, ftype = atoi(argv[4]);
   memcpy(params.bytes + 0, &nthread, 4);  // nthread, then ftype: stable leading fields
   memcpy(params.bytes + 4, &ftype, 4);
+  if (argc == 6) {  // params.imatrix: after 4 ints and 8 bools (checked by disassembling the defaults)
+    void* ctx = NULL;
+    const struct imatrix_entry* list = read_imatrix(argv[5], &ctx);
+    if (!list) {
+      fprintf(stderr, "quantize_compare: cannot read %s\n", argv[5]);
+      return 1;
+    }
+    memcpy(params.bytes + 0x18, &list, sizeof list);
+  }
   const uint32_t rc = llama_model_quantize(argv[2], argv[3], &params);
   if (rc != 0) fprintf(stderr, "llama_model_quantize failed: %u\n", rc);
   return rc == 0 ? 0 : 1;

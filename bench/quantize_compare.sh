@@ -4,12 +4,15 @@
 # bytes), and for the others the name, both types and the largest difference
 # after dequantization. llama.cpp is node-llama-cpp's prebuilt libllama from
 # npm (as bench/llamacpp.sh fetches it); bench/quantize_compare.c drives it.
+# Each mix runs twice: without and with an importance matrix (a made-up one
+# in llama-imatrix's GGUF layout, written by quantize_compare.c).
 #
 #   bench/quantize_compare.sh            # the mixes below on a llama-100m F16
 #   bench/quantize_compare.sh --hashes   # expected data of tests/core/quants_ggml_test.cpp
 #
 # Knobs (environment): SHAPE (llama-100m), MIXES, THREADS (2), BUILD (the
-# build folder with bin/tessera, default build/release), CACHE, NLC_VERSION.
+# build folder with bin/tessera, default build/release), IMATRIX (1; 0 skips
+# the imatrix runs), CACHE, NLC_VERSION.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -19,6 +22,7 @@ THREADS="${THREADS:-2}"
 BUILD="${BUILD:-$here/build/release}"
 CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
 NLC_VERSION="${NLC_VERSION:-3.22.1}"
+IMATRIX="${IMATRIX:-1}"
 
 lib="$CACHE/llamacpp-$NLC_VERSION"
 bins="$lib/package/bins/linux-x64"
@@ -48,26 +52,36 @@ mkdir -p "$work"
 src="$work/$SHAPE-f16.gguf"
 [[ -f "$src" ]] || "$tessera" synth --shape "$SHAPE" --type f16 -o "$src" >/dev/null 2>&1
 
+imatrix="$work/$SHAPE-imatrix.gguf"
+[[ -f "$imatrix" ]] || "$exe" imatrix "$src" "$imatrix"
+
 echo "# tessera quantize vs llama.cpp (node-llama-cpp $NLC_VERSION) on $SHAPE F16 — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo
-echo "| mix | ftype | byte-identical tensors | tessera s | llama.cpp s |"
-echo "| --- | ---: | ---: | ---: | ---: |"
+echo "| mix | ftype | imatrix | byte-identical tensors | tessera s | llama.cpp s |"
+echo "| --- | ---: | --- | ---: | ---: | ---: |"
 details=""
+runs="plain"
+[[ "$IMATRIX" == 1 ]] && runs="plain imatrix"
 for entry in $MIXES; do
   mix="${entry%%:*}" ftype="${entry##*:}"
-  ours="$work/$SHAPE-$mix-tessera.gguf" theirs="$work/$SHAPE-$mix-llamacpp.gguf"
-  t0=$(date +%s.%N)
-  "$tessera" quantize "$src" "$ours" "$mix" "$THREADS" 2>"$work/tessera.log" ||
-    { echo "tessera quantize $mix failed (see $work/tessera.log)" >&2; exit 1; }
-  t1=$(date +%s.%N)
-  "$exe" quantize "$src" "$theirs" "$ftype" >"$work/llamacpp.log" 2>&1 ||
-    { echo "llama.cpp quantize $mix failed (see $work/llamacpp.log)" >&2; exit 1; }
-  t2=$(date +%s.%N)
-  out="$("$exe" diff "$ours" "$theirs")"
-  summary="$(tail -1 <<<"$out")"
-  echo "| $mix | $ftype | ${summary#identical } | $(echo "$t1 - $t0" | bc | xargs printf %.1f) | $(echo "$t2 - $t1" | bc | xargs printf %.1f) |"
-  if [[ "$(wc -l <<<"$out")" -gt 1 ]]; then details+="$mix:"$'\n'"$(head -n -1 <<<"$out")"$'\n'; fi
-  rm -f "$ours" "$theirs"
+  for run in $runs; do
+    ours="$work/$SHAPE-$mix-tessera.gguf" theirs="$work/$SHAPE-$mix-llamacpp.gguf"
+    our_flags=() their_args=()
+    if [[ "$run" == imatrix ]]; then our_flags=(--imatrix "$imatrix"); their_args=("$imatrix"); fi
+    t0=$(date +%s.%N)
+    "$tessera" quantize "${our_flags[@]}" "$src" "$ours" "$mix" "$THREADS" 2>"$work/tessera.log" ||
+      { echo "tessera quantize $mix failed (see $work/tessera.log)" >&2; exit 1; }
+    t1=$(date +%s.%N)
+    "$exe" quantize "$src" "$theirs" "$ftype" "${their_args[@]}" >"$work/llamacpp.log" 2>&1 ||
+      { echo "llama.cpp quantize $mix failed (see $work/llamacpp.log)" >&2; exit 1; }
+    t2=$(date +%s.%N)
+    out="$("$exe" diff "$ours" "$theirs")"
+    summary="$(tail -1 <<<"$out")"
+    echo "| $mix | $ftype | $([[ $run == imatrix ]] && echo yes || echo no) | ${summary#identical } |" \
+      "$(echo "$t1 - $t0" | bc | xargs printf %.1f) | $(echo "$t2 - $t1" | bc | xargs printf %.1f) |"
+    if [[ "$(wc -l <<<"$out")" -gt 1 ]]; then details+="$mix ($run):"$'\n'"$(head -n -1 <<<"$out")"$'\n'; fi
+    rm -f "$ours" "$theirs"
+  done
 done
 if [[ -n "$details" ]]; then
   echo
