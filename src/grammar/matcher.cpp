@@ -1,0 +1,392 @@
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "tessera/grammar.h"
+
+namespace tessera::grammar {
+namespace {
+
+using Stack = Matcher::Stack;
+using Partial = Matcher::Partial;
+
+bool is_end(const Element* e) { return e->type == Element::kEnd || e->type == Element::kAlt; }
+
+void add_unique(std::vector<Stack>& out, Stack&& s) {
+  if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(std::move(s));
+}
+
+// Expands `stack` until its top is a character class (or it is empty: the
+// grammar is complete), adding each result to `out`.
+void expand(const Grammar& g, Stack&& stack, std::vector<Stack>& out) {
+  if (stack.empty() || stack.back()->type != Element::kRuleRef) {
+    add_unique(out, std::move(stack));
+    return;
+  }
+  const Element* ref = stack.back();
+  stack.pop_back();
+  if (!is_end(ref + 1)) stack.push_back(ref + 1);
+  const std::vector<Element>& rule = g.rules()[ref->value];
+  const Element* alt = rule.data();
+  while (true) {
+    Stack next = stack;
+    if (!is_end(alt)) next.push_back(alt);
+    expand(g, std::move(next), out);
+    while (!is_end(alt)) ++alt;
+    if (alt->type == Element::kEnd) break;
+    ++alt;  // past kAlt
+  }
+}
+
+// Whether the class at `e` holds code point cp; `after` gets the element past it.
+bool class_holds(const Element* e, uint32_t cp, const Element** after) {
+  if (e->type == Element::kCharAny) {
+    *after = e + 1;
+    return true;
+  }
+  const bool negated = e->type == Element::kCharNot;
+  bool found = false;
+  do {
+    if (e[1].type == Element::kCharRangeUpper) {
+      found = found || (e->value <= cp && cp <= e[1].value);
+      e += 2;
+    } else {
+      found = found || e->value == cp;
+      e += 1;
+    }
+  } while (e->type == Element::kCharAlt);
+  *after = e;
+  return found != negated;
+}
+
+// Whether the class at `e` holds any code point of [lo, hi].
+bool class_meets(const Element* e, uint32_t lo, uint32_t hi) {
+  if (e->type == Element::kCharAny) return true;
+  const bool negated = e->type == Element::kCharNot;
+  bool meets = false, covers = false;
+  do {
+    const uint32_t a = e->value;
+    const uint32_t b = e[1].type == Element::kCharRangeUpper ? e[1].value : a;
+    meets = meets || (a <= hi && lo <= b);
+    covers = covers || (a <= lo && hi <= b);
+    e += e[1].type == Element::kCharRangeUpper ? 2 : 1;
+  } while (e->type == Element::kCharAlt);
+  return negated ? !covers : meets;
+}
+
+bool any_meets(const std::vector<Stack>& stacks, const Partial& p) {
+  const int bits = 6 * p.remaining;
+  const uint32_t lo = std::max(p.value << bits, p.min);
+  const uint32_t hi = std::min<uint32_t>((p.value << bits) | ((1u << bits) - 1), 0x10FFFF);
+  if (lo > hi) return false;
+  for (const Stack& s : stacks) {
+    if (!s.empty() && class_meets(s.back(), lo, hi)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::vector<Stack> Matcher::advance(const Grammar& g, const std::vector<Stack>& stacks, uint32_t cp) {
+  std::vector<Stack> out;
+  for (const Stack& s : stacks) {
+    if (s.empty()) continue;
+    const Element* after = nullptr;
+    if (!class_holds(s.back(), cp, &after)) continue;
+    Stack next(s.begin(), s.end() - 1);
+    if (!is_end(after)) next.push_back(after);
+    expand(g, std::move(next), out);
+  }
+  return out;
+}
+
+Matcher::Step Matcher::step(const Grammar& g, const std::vector<Stack>& stacks, const Partial& p,
+                           uint8_t byte, Partial& q, std::vector<Stack>& next) {
+  q = p;
+  if (p.remaining == 0) {
+    if (byte < 0x80) {
+      next = advance(g, stacks, byte);
+      return next.empty() ? Step::kFail : Step::kNew;
+    }
+    if (byte >= 0xC2 && byte <= 0xDF) q = {byte & 0x1Fu, 1, 0x80};
+    else if (byte >= 0xE0 && byte <= 0xEF) q = {byte & 0x0Fu, 2, 0x800};
+    else if (byte >= 0xF0 && byte <= 0xF4) q = {byte & 0x07u, 3, 0x10000};
+    else return Step::kFail;
+    return any_meets(stacks, q) ? Step::kSame : Step::kFail;
+  }
+  if ((byte & 0xC0) != 0x80) return Step::kFail;
+  q.value = (p.value << 6) | (byte & 0x3Fu);
+  if (--q.remaining > 0) return any_meets(stacks, q) ? Step::kSame : Step::kFail;
+  const uint32_t cp = q.value;
+  q = {};
+  if (cp < p.min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return Step::kFail;
+  next = advance(g, stacks, cp);
+  return next.empty() ? Step::kFail : Step::kNew;
+}
+
+bool Matcher::feed(const Grammar& g, std::vector<Stack>& stacks, Partial& p, uint8_t byte) {
+  Partial q;
+  std::vector<Stack> next;
+  switch (step(g, stacks, p, byte, q, next)) {
+    case Step::kFail: return false;
+    case Step::kNew: stacks = std::move(next); break;
+    case Step::kSame: break;
+  }
+  p = q;
+  return true;
+}
+
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
+  const std::vector<Element>& root = grammar_->rules()[grammar_->root()];
+  const Element* alt = root.data();
+  while (true) {
+    Stack s;
+    if (!is_end(alt)) s.push_back(alt);
+    expand(*grammar_, std::move(s), stacks_);
+    while (!is_end(alt)) ++alt;
+    if (alt->type == Element::kEnd) break;
+    ++alt;
+  }
+}
+
+bool Matcher::allows(std::string_view bytes) const {
+  std::vector<Stack> stacks = stacks_;
+  Partial p = partial_;
+  for (char c : bytes) {
+    if (!feed(*grammar_, stacks, p, static_cast<uint8_t>(c))) return false;
+  }
+  return true;
+}
+
+void Matcher::accept(std::string_view bytes) {
+  std::vector<Stack> stacks = stacks_;
+  Partial p = partial_;
+  for (char c : bytes) {
+    if (!feed(*grammar_, stacks, p, static_cast<uint8_t>(c))) {
+      fail(ErrorCategory::kInvalidArgument, "[grammar] the text '{}' does not fit the grammar here",
+           bytes);
+    }
+  }
+  stacks_ = std::move(stacks);
+  partial_ = p;
+}
+
+bool Matcher::can_end() const {
+  return partial_.remaining == 0 &&
+         std::any_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
+}
+
+bool Matcher::must_end() const {
+  return partial_.remaining == 0 &&
+         std::all_of(stacks_.begin(), stacks_.end(), [](const Stack& s) { return s.empty(); });
+}
+
+// ---- the sampler stage --------------------------------------------------------------
+
+namespace {
+
+// Every token's bytes in a trie, built once per tokenizer and shared.
+struct TokenTrie {
+  struct Node {
+    uint32_t first_edge = 0, n_edges = 0;
+    uint32_t first_token = 0, n_tokens = 0;
+  };
+  std::vector<Node> nodes;
+  std::vector<std::pair<uint8_t, uint32_t>> edges;  // byte, child node
+  std::vector<int32_t> tokens;                      // ending at a node
+  std::vector<std::string> bytes;                   // per token id
+  std::vector<bool> eog;
+
+  explicit TokenTrie(const Tokenizer& tok) {
+    const auto n = static_cast<int32_t>(tok.n_vocab());
+    bytes.resize(static_cast<size_t>(n));
+    eog.resize(static_cast<size_t>(n));
+    std::vector<int32_t> order;
+    for (int32_t id = 0; id < n; ++id) {
+      eog[static_cast<size_t>(id)] = tok.is_eog(id);
+      bytes[static_cast<size_t>(id)] = tok.token_to_piece(id, /*render_special=*/false);
+      if (!bytes[static_cast<size_t>(id)].empty()) order.push_back(id);
+    }
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+      return bytes[static_cast<size_t>(a)] < bytes[static_cast<size_t>(b)];
+    });
+    // Build from the sorted pieces: depth-first, so each node's edges and
+    // tokens are contiguous.
+    nodes.push_back({});
+    build(0, order, 0, order.size(), 0);
+  }
+
+  void build(uint32_t node, const std::vector<int32_t>& order, size_t begin, size_t end, size_t depth) {
+    size_t i = begin;
+    const auto first_token = static_cast<uint32_t>(tokens.size());
+    while (i < end && bytes[static_cast<size_t>(order[i])].size() == depth) tokens.push_back(order[i++]);
+    nodes[node].first_token = first_token;
+    nodes[node].n_tokens = static_cast<uint32_t>(tokens.size()) - first_token;
+    // Children: runs of the same byte at `depth`.
+    std::vector<std::tuple<uint8_t, size_t, size_t>> runs;
+    while (i < end) {
+      const auto b = static_cast<uint8_t>(bytes[static_cast<size_t>(order[i])][depth]);
+      size_t j = i;
+      while (j < end && static_cast<uint8_t>(bytes[static_cast<size_t>(order[j])][depth]) == b) ++j;
+      runs.emplace_back(b, i, j);
+      i = j;
+    }
+    nodes[node].first_edge = static_cast<uint32_t>(edges.size());
+    nodes[node].n_edges = static_cast<uint32_t>(runs.size());
+    for (const auto& [b, lo, hi] : runs) {
+      edges.emplace_back(b, static_cast<uint32_t>(nodes.size()));
+      nodes.push_back({});
+    }
+    for (uint32_t k = 0; k < runs.size(); ++k) {
+      const auto& [b, lo, hi] = runs[k];
+      build(edges[nodes[node].first_edge + k].second, order, lo, hi, depth + 1);
+    }
+  }
+};
+
+std::shared_ptr<const TokenTrie> trie_for(const Tokenizer& tok) {
+  static std::mutex mutex;
+  static std::map<const Tokenizer*, std::weak_ptr<const TokenTrie>> cache;
+  std::lock_guard lock(mutex);
+  std::weak_ptr<const TokenTrie>& slot = cache[&tok];
+  std::shared_ptr<const TokenTrie> trie = slot.lock();
+  if (!trie || trie->bytes.size() != tok.n_vocab()) {
+    trie = std::make_shared<const TokenTrie>(tok);
+    slot = trie;
+  }
+  return trie;
+}
+
+// The matcher's states met so far (stacks and pending UTF-8 bytes), each
+// with an id, and the transitions between them by byte: a walk of the token
+// trie is then one table lookup per node once its states are known, and a
+// state seen before gets its mask from the cache.
+class StateTable {
+ public:
+  explicit StateTable(const Grammar& g) : g_(g) {}
+
+  int32_t intern(std::vector<Stack>&& stacks, const Partial& p) {
+    std::string key(reinterpret_cast<const char*>(&p), sizeof p);
+    for (const Stack& s : stacks) {
+      key.append(reinterpret_cast<const char*>(s.data()), s.size() * sizeof(s[0]));
+      key.append(sizeof(void*), '\xff');  // no element pointer is all ones
+    }
+    const auto [it, added] = ids_.emplace(std::move(key), static_cast<int32_t>(states_.size()));
+    if (added) states_.push_back({std::move(stacks), p});
+    return it->second;
+  }
+
+  // The state after `byte`, or -1.
+  int32_t next(int32_t state, uint8_t byte) {
+    const uint64_t key = (static_cast<uint64_t>(state) << 8) | byte;
+    if (const auto it = transitions_.find(key); it != transitions_.end()) return it->second;
+    Partial q;
+    std::vector<Stack> stacks;
+    int32_t to = -1;
+    const auto& [from, p] = states_[static_cast<size_t>(state)];
+    switch (Matcher::step(g_, from, p, byte, q, stacks)) {
+      case Matcher::Step::kFail: break;
+      case Matcher::Step::kSame: to = intern(std::vector<Stack>(from), q); break;
+      case Matcher::Step::kNew: to = intern(std::move(stacks), q); break;
+    }
+    transitions_.emplace(key, to);
+    return to;
+  }
+
+  size_t size() const { return states_.size() + transitions_.size(); }
+  void clear() {
+    states_.clear();
+    ids_.clear();
+    transitions_.clear();
+  }
+
+ private:
+  const Grammar& g_;
+  std::vector<std::pair<std::vector<Stack>, Partial>> states_;
+  std::unordered_map<std::string, int32_t> ids_;
+  std::unordered_map<uint64_t, int32_t> transitions_;
+};
+
+class GrammarStage final : public SamplerStage {
+ public:
+  GrammarStage(std::shared_ptr<const Grammar> g, const Tokenizer& tok)
+      : grammar_(g), matcher_(std::move(g)), trie_(trie_for(tok)), table_(*grammar_) {}
+
+  std::string_view name() const override { return "grammar"; }
+
+  void apply(Candidates& c) override {
+    started_ = true;
+    if (table_.size() > kMaxTable) {  // a grammar with endless states: start over
+      table_.clear();
+      masks_.clear();
+    }
+    const int32_t state = table_.intern(std::vector<Stack>(matcher_.stacks()), matcher_.partial());
+    auto it = masks_.find(state);
+    if (it == masks_.end()) {
+      if (masks_.size() >= kMaxMasks) masks_.clear();
+      allowed_.assign(trie_->bytes.size(), 0);
+      if (!matcher_.must_end()) visit(0, state);
+      it = masks_.emplace(state, allowed_).first;
+    }
+    const std::vector<uint8_t>& allowed = it->second;
+    const bool end_ok = matcher_.can_end();
+    bool any = false;
+    for (TokenData& t : c.data) {
+      const auto id = static_cast<size_t>(t.id);
+      const bool ok = trie_->eog[id] ? end_ok : allowed[id] != 0;
+      if (!ok) t.logit = -std::numeric_limits<float>::infinity();
+      any = any || (ok && t.logit > -std::numeric_limits<float>::infinity());
+    }
+    if (!any) {
+      fail(ErrorCategory::kInvalidArgument, "[grammar] no token can continue the output here{}",
+           end_ok ? "" : " (and it may not end)");
+    }
+    if (c.sorted) {
+      std::sort(c.data.begin(), c.data.end(), [](const TokenData& a, const TokenData& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+      });
+    }
+  }
+
+  void accept(int32_t token) override {
+    if (!started_) return;  // a prompt token
+    const auto id = static_cast<size_t>(token);
+    if (id >= trie_->bytes.size() || trie_->eog[id]) return;
+    matcher_.accept(trie_->bytes[id]);
+  }
+
+ private:
+  static constexpr size_t kMaxTable = size_t{1} << 22;
+  static constexpr size_t kMaxMasks = 64;
+
+  // Marks the tokens under `node` that fit from `state`; a byte that breaks
+  // the grammar prunes its whole subtree.
+  void visit(uint32_t node, int32_t state) {
+    const TokenTrie::Node& n = trie_->nodes[node];
+    for (uint32_t k = 0; k < n.n_tokens; ++k) allowed_[static_cast<size_t>(trie_->tokens[n.first_token + k])] = 1;
+    for (uint32_t k = 0; k < n.n_edges; ++k) {
+      const auto& [byte, child] = trie_->edges[n.first_edge + k];
+      if (const int32_t to = table_.next(state, byte); to >= 0) visit(child, to);
+    }
+  }
+
+  std::shared_ptr<const Grammar> grammar_;
+  Matcher matcher_;
+  std::shared_ptr<const TokenTrie> trie_;
+  StateTable table_;
+  std::unordered_map<int32_t, std::vector<uint8_t>> masks_;  // by state
+  std::vector<uint8_t> allowed_;
+  bool started_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<SamplerStage> stage(std::shared_ptr<const Grammar> grammar, const Tokenizer& tokenizer) {
+  return std::make_unique<GrammarStage>(std::move(grammar), tokenizer);
+}
+
+}  // namespace tessera::grammar
