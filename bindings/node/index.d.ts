@@ -40,6 +40,7 @@ export interface LlamaCompletionOptions {
   ignore_eos?: boolean;
   n_probs?: number;        // alternatives per token in completion_probabilities
   logit_bias?: Array<[number, number | false]> | Record<string, number | false>;
+  grammar?: string;        // GBNF (llama.cpp's syntax): the output keeps to it
 }
 
 export interface TokenProbability {

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -112,5 +113,10 @@ class Matcher {
 // when the grammar leaves no token at all.
 std::unique_ptr<SamplerStage> stage(std::shared_ptr<const Grammar> grammar,
                                     const Tokenizer& tokenizer);
+
+// serving::GenerationParams::masks for `grammar`: one fresh stage per
+// request. `tokenizer` must outlive the requests.
+std::function<std::vector<std::unique_ptr<SamplerStage>>()> masks(
+    std::shared_ptr<const Grammar> grammar, const Tokenizer& tokenizer);
 
 }  // namespace tessera::grammar

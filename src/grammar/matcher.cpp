@@ -389,4 +389,13 @@ std::unique_ptr<SamplerStage> stage(std::shared_ptr<const Grammar> grammar, cons
   return std::make_unique<GrammarStage>(std::move(grammar), tokenizer);
 }
 
+std::function<std::vector<std::unique_ptr<SamplerStage>>()> masks(
+    std::shared_ptr<const Grammar> grammar, const Tokenizer& tokenizer) {
+  return [grammar = std::move(grammar), &tokenizer] {
+    std::vector<std::unique_ptr<SamplerStage>> v;
+    v.push_back(stage(grammar, tokenizer));
+    return v;
+  };
+}
+
 }  // namespace tessera::grammar

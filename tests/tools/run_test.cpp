@@ -291,3 +291,30 @@ TEST(PerplexityTest, TooShortATextIsAnError) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// --grammar / --grammar-file: sampled text keeps to the grammar; a bad one
+// names the flag, the line and the column.
+TEST(RunCommand, GrammarKeepsSampledTextInShape) {
+  const std::string file = ::testing::TempDir() + "/names.gbnf";
+  {
+    std::ofstream out(file);
+    out << "# a story's opening\nroot ::= \", there was a \" animal \" named \" name \".\"\n"
+        << "animal ::= \"dog\" | \"cat\" | \"bird\"\nname ::= [A-Z] [a-z]{2,8}\n";
+  }
+  const std::regex shape("^Once upon a time, there was a (dog|cat|bird) named [A-Z][a-z]{2,8}\\.\\n?$");
+  for (int seed = 1; seed <= 3; ++seed) {
+    const auto r = run_command(tessera("run " + model() + " -p 'Once upon a time' -n 40 --temp 1 -s " +
+                                       std::to_string(seed) + " --grammar-file " + file));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(std::regex_match(r.out, shape)) << r.out;
+  }
+  const auto bad = run_command(tessera("run " + model() + " -p hi --grammar 'root ::= \"a\" [b-'"));
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("[--grammar] [grammar] line 1, column"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -275,7 +275,8 @@ TEST_F(HostileTest, OpenAIMessageShapesAndUnimplementedFields) {
       {{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}}}, "image_url"},
       {{{"messages", as_text["messages"]}, {"tools", json::array({json::object()})}}, "'tools'"},
       {{{"messages", as_text["messages"]}, {"response_format", {{"type", "json_object"}}}}, "'response_format'"},
-      {{{"messages", as_text["messages"]}, {"grammar", "root ::= \"a\""}}, "'grammar'"},
+      {{{"messages", as_text["messages"]}, {"json_schema", {{"type", "object"}}}}, "'json_schema'"},
+      {{{"messages", as_text["messages"]}, {"grammar", "root ::= (\"a\""}}, "'grammar': [grammar] line 1"},
       {{{"messages", as_text["messages"]}, {"logit_bias", {{"99999", 5}}}}, "'logit_bias'"},
   };
   for (const auto& [body, names] : refused) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <regex>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -396,6 +397,34 @@ TEST(ServerStartup, ABadModelIsAClearErrorAndExit) {
   const CommandResult r = run_command(std::string(TESSERA_BIN) + " serve --port 0 -m /nonexistent.gguf");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("/nonexistent.gguf"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// A GBNF grammar in the request: sampled output (temperature 1, several
+// seeds) keeps to it and ends where it may; a bad grammar is a 400 with its
+// line and column.
+TEST_F(ServerTest, GrammarConstrainsSampledOutput) {
+  const std::string g = "root ::= \" there was a \" (\"dog\" | \"cat\") \" named \" [A-Z] [a-z]{2,8} \".\"\n";
+  const std::regex shape("^ there was a (dog|cat) named [A-Z][a-z]{2,8}\\.$");
+  for (int seed = 1; seed <= 4; ++seed) {
+    const json r = post(*server_, "/v1/completions",
+                        {{"prompt", "Once upon a time,"}, {"max_tokens", 40}, {"temperature", 1.0},
+                         {"seed", seed}, {"grammar", g}});
+    const std::string text = r["choices"][0]["text"];
+    EXPECT_TRUE(std::regex_match(text, shape)) << text;
+    EXPECT_EQ(r["choices"][0]["finish_reason"], "stop") << text;
+  }
+  auto c = server_->client();
+  expect_error(c.Post("/v1/completions", json{{"prompt", "x"}, {"grammar", "root ::= \"a\" b"}}.dump(),
+                      "application/json"),
+               400, "line 1, column 14");
+  expect_error(c.Post("/v1/completions", json{{"prompt", "x"}, {"grammar", 3}}.dump(), "application/json"),
+               400, "'grammar' must be a string");
 }
 
 }  // namespace

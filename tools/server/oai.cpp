@@ -7,6 +7,8 @@
 #include <random>
 
 #include "server/http_error.h"
+#include "tessera/error.h"
+#include "tessera/grammar.h"
 
 namespace tessera::server {
 namespace {
@@ -96,7 +98,7 @@ std::vector<TokenId> chat_prompt(const json& body, const Tokenizer& tokenizer,
 // naming the field, never silently ignored.
 void refuse_unimplemented(const json& body) {
   static constexpr const char* kRefused[] = {"tools", "tool_choice", "functions", "function_call",
-                                             "grammar", "json_schema", "audio"};
+                                             "json_schema", "audio"};
   for (const char* key : kRefused) {
     if (const auto it = body.find(key); it != body.end() && !it->is_null()) {
       bad_request("'{}' is not supported by this server yet", key);
@@ -289,6 +291,16 @@ CompletionRequest parse_completion(const json& body, bool chat, const Tokenizer&
   CompletionRequest r;
   r.chat = chat;
   r.params = parse_generation(body, chat, tokenizer.n_vocab());
+  if (const auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
+    if (!it->is_string()) bad_request("'grammar' must be a string (GBNF)");
+    std::shared_ptr<const grammar::Grammar> g;
+    try {
+      g = grammar::Grammar::parse(it->get<std::string>());
+    } catch (const Error& e) {
+      bad_request("'grammar': {}", e.what());
+    }
+    r.params.masks = grammar::masks(std::move(g), tokenizer);
+  }
   r.stream = boolean(body, "stream", false);
   if (const auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
     r.include_usage = boolean(*it, "include_usage", false);

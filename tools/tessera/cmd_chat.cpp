@@ -78,7 +78,7 @@ class Chat {
                  "starts over\n", prompt.size(), generator_.slot_ctx());
       return;
     }
-    serving::GenerationParams params = generation_params(f_.sampling, turns_, f_.n_predict, room);
+    serving::GenerationParams params = generation_params(f_.sampling, turns_, f_.n_predict, room, lm_.tokenizer);
     params.cache_prompt = !fresh_;  // after /reset nothing cached is kept
     std::string reply;
     serving::Event last;

@@ -107,7 +107,7 @@ int run(const RunFlags& f) {
   for (int i = 0; i < f.n_parallel; ++i) {
     Output& o = out[static_cast<size_t>(i)];
     generator.submit(std::make_shared<serving::Request>(
-        tokens, generation_params(f.sampling, i, f.n_predict, room), [&o](serving::Event&& e) {
+        tokens, generation_params(f.sampling, i, f.n_predict, room, lm.tokenizer), [&o](serving::Event&& e) {
           if (o.stream) {
             fmt::print("{}", e.text);
             std::fflush(stdout);

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 
 #include "tessera/error.h"
+#include "tessera/grammar.h"
 
 namespace tessera::cli {
 
@@ -114,11 +117,27 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f, const std::string& seed
                  "Stop when the text contains this string (repeatable); the text ends before it")
       ->allow_extra_args(false)
       ->check([](const std::string& v) { return v.empty() ? std::string("--stop: an empty string") : std::string(); });
+  auto* g = cmd.add_option("--grammar", f.grammar, "GBNF grammar the output keeps to (llama.cpp's syntax; start rule: root)");
+  cmd.add_option("--grammar-file", f.grammar_file, "File with a GBNF grammar")->excludes(g);
 }
 
 serving::GenerationParams generation_params(const SamplingFlags& f, int i, int64_t n_predict,
-                                            int64_t room) {
+                                            int64_t room, const Tokenizer& tokenizer) {
   serving::GenerationParams p;
+  if (!f.grammar.empty() || !f.grammar_file.empty()) {
+    std::string text = f.grammar;
+    const std::string flag = f.grammar.empty() ? "--grammar-file " + f.grammar_file : "--grammar";
+    if (!f.grammar_file.empty()) {
+      std::ifstream in(f.grammar_file, std::ios::binary);
+      if (!in) fail(ErrorCategory::kIo, "[{}] cannot read the file", flag);
+      text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    try {
+      p.masks = grammar::masks(grammar::Grammar::parse(text), tokenizer);
+    } catch (const Error& e) {
+      fail(ErrorCategory::kInvalidArgument, "[{}] {}", flag, e.what());
+    }
+  }
   p.sampling = f.sampler;
   p.sampling.seed = f.seed < 0 ? 0xFFFFFFFF : static_cast<uint32_t>((f.seed + i) % 0xFFFFFFFF);
   p.ignore_eos = f.ignore_eos;

@@ -58,14 +58,18 @@ struct SamplingFlags {
   int64_t seed = -1;  // -1: random
   bool ignore_eos = false;
   std::vector<std::string> stop;
+  std::string grammar;       // --grammar: GBNF text
+  std::string grammar_file;  // --grammar-file
 };
 // `seed_help` says how the seed is used (e.g. "turn i uses seed + i").
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags, const std::string& seed_help);
 // The generation parameters of sequence (or turn) `i`: seed + i, wrapping
 // below 0xFFFFFFFF (the "random" value); max_tokens `n_predict` (-1: until
 // the end of text or the slot is full), at most `room`.
+// With --grammar or --grammar-file, the output keeps to it (a parse error
+// names the flag, the line and the column).
 serving::GenerationParams generation_params(const SamplingFlags& flags, int i, int64_t n_predict,
-                                            int64_t room);
+                                            int64_t room, const Tokenizer& tokenizer);
 
 // Milliseconds since `start`.
 inline double ms_since(std::chrono::steady_clock::time_point start) {

@@ -8,6 +8,7 @@
 #include "convert.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
+#include "tessera/grammar.h"
 
 namespace tessera::node {
 
@@ -354,6 +355,14 @@ Napi::Value NativeContext::Completion(const Napi::CallbackInfo& info) {
     }
     serving::GenerationParams params = generation_params(o);
     check_sampler_params(params.sampling);
+    if (has(o, "grammar")) {
+      try {
+        params.masks = grammar::masks(grammar::Grammar::parse(string(o, "grammar", "")),
+                                      s->loaded.tokenizer);
+      } catch (const Error& e) {
+        throw Napi::Error::New(env, std::string("option 'grammar': ") + e.what());
+      }
+    }
     auto job = std::make_shared<Job>(env);
     job->id = id;
     job->max_tokens = params.max_tokens;

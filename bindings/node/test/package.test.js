@@ -244,6 +244,21 @@ test('release() mid-completion resolves it; every later call rejects', async () 
   await ctx.release();  // twice is fine
 });
 
+test('a GBNF grammar keeps sampled output in shape', async () => {
+  const ctx = await tessera.loadModel({ model: stories, n_ctx: 512 });
+  try {
+    const grammar = 'root ::= ", there was a " ("dog" | "cat") " named " [A-Z] [a-z]{2,8} "."';
+    for (let seed = 1; seed <= 3; ++seed) {
+      const r = await ctx.completion({ prompt, n_predict: 40, temperature: 1, seed, grammar });
+      assert.match(r.text, /^, there was a (dog|cat) named [A-Z][a-z]{2,8}\.$/);
+      assert.equal(r.stopped_eos, true);
+    }
+    await assert.rejects(ctx.completion({ prompt, grammar: 'root ::= x' }), /option 'grammar'.*line 1, column 10/);
+  } finally {
+    await ctx.release();
+  }
+});
+
 test('bad options are TypeErrors naming the option', async () => {
   const ctx = await tessera.loadModel({ model: stories, n_ctx: 512 });
   try {
