@@ -41,6 +41,9 @@ export interface LlamaCompletionOptions {
   n_probs?: number;        // alternatives per token in completion_probabilities
   logit_bias?: Array<[number, number | false]> | Record<string, number | false>;
   grammar?: string;        // GBNF (llama.cpp's syntax): the output keeps to it
+  json_schema?: object;    // or a JSON schema
+  response_format?: { type: 'text' | 'json_object' | 'json_schema'; schema?: object;
+                      json_schema?: { name?: string; schema: object; strict?: boolean } };
 }
 
 export interface TokenProbability {

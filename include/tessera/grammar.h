@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "tessera/error.h"
 #include "tessera/sampler.h"
 #include "tessera/tokenizer.h"
@@ -113,6 +115,21 @@ class Matcher {
 // when the grammar leaves no token at all.
 std::unique_ptr<SamplerStage> stage(std::shared_ptr<const Grammar> grammar,
                                     const Tokenizer& tokenizer);
+
+// A JSON schema as a GBNF grammar whose sentences are the JSON texts the
+// schema accepts: type (and lists of types), properties, required,
+// additionalProperties, items, prefixItems, minItems, maxItems, enum, const,
+// anyOf, oneOf, allOf of objects, local $ref ($defs, definitions), minLength,
+// maxLength, formats date / time / date-time / uuid, and integer minimum /
+// maximum (exclusive too). Whitespace between tokens is optional. Anything
+// else that would constrain the output is an Error(kInvalidArgument) naming
+// its JSON pointer, never ignored. Properties come in the schema's order
+// (required ones first) with an ordered_json; a plain json has already
+// sorted its keys.
+std::string json_schema_to_grammar(const nlohmann::ordered_json& schema);
+std::string json_schema_to_grammar(const nlohmann::json& schema);
+// Any JSON object (response_format json_object).
+std::string json_grammar();
 
 // serving::GenerationParams::masks for `grammar`: one fresh stage per
 // request. `tokenizer` must outlive the requests.

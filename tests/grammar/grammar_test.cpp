@@ -158,3 +158,111 @@ TEST_F(GrammarStageTest, MaskEqualsPerTokenCheckAndOutputFitsTheGrammar) {
 
 }  // namespace
 }  // namespace tessera::grammar
+
+namespace tessera::grammar {
+namespace {
+
+bool fits(const std::string& grammar_text, const std::string& doc) {
+  return matches(Grammar::parse(grammar_text), doc);
+}
+
+// Integer bounds, against the arithmetic, on fresh random ranges (negative,
+// positive, across digit counts, one side open) and numbers around them.
+TEST(JsonSchema, IntegerRangesAreExact) {
+  std::mt19937_64 rng(std::random_device{}());
+  auto pick = [&] {
+    const int digits = 1 + static_cast<int>(rng() % 5);
+    int64_t v = static_cast<int64_t>(rng() % static_cast<uint64_t>(std::pow(10, digits)));
+    return rng() % 3 == 0 ? -v : v;
+  };
+  for (int trial = 0; trial < 40; ++trial) {
+    int64_t lo = pick(), hi = pick();
+    if (lo > hi) std::swap(lo, hi);
+    nlohmann::json schema = {{"type", "integer"}};
+    const int open = static_cast<int>(rng() % 4);  // 0 both, 1 no min, 2 no max, 3 exclusive
+    if (open != 1) schema[open == 3 ? "exclusiveMinimum" : "minimum"] = open == 3 ? lo - 1 : lo;
+    if (open != 2) schema[open == 3 ? "exclusiveMaximum" : "maximum"] = open == 3 ? hi + 1 : hi;
+    const auto g = Grammar::parse(json_schema_to_grammar(schema));
+    std::vector<int64_t> probes = {lo, hi, lo - 1, hi + 1, 0, -1, 1, 10 * hi + 7, lo * 10, 99999999, -99999999};
+    for (int k = 0; k < 60; ++k) probes.push_back(lo - 40 + static_cast<int64_t>(rng() % static_cast<uint64_t>(hi - lo + 81)));
+    for (int64_t v : probes) {
+      const bool want = (open == 1 || v >= lo) && (open == 2 || v <= hi);
+      EXPECT_EQ(matches(g, std::to_string(v)), want) << schema.dump() << " value " << v;
+    }
+    EXPECT_FALSE(matches(g, "007"));  // no leading zeros
+  }
+}
+
+TEST(JsonSchema, ObjectsArraysStringsAndReferences) {
+  const nlohmann::ordered_json schema = nlohmann::ordered_json::parse(R"({
+    "type": "object",
+    "properties": {
+      "name": {"type": "string", "minLength": 2, "maxLength": 5},
+      "age": {"type": "integer", "minimum": 0, "maximum": 150},
+      "tags": {"type": "array", "items": {"enum": ["a", "b", 3]}, "minItems": 1, "maxItems": 2},
+      "born": {"type": "string", "format": "date"},
+      "id": {"type": "string", "format": "uuid"},
+      "kind": {"const": "person"},
+      "next": {"$ref": "#/$defs/node"}
+    },
+    "required": ["name", "age"],
+    "$defs": {"node": {"type": ["object", "null"], "properties": {"v": {"type": "number"}, "next": {"$ref": "#/$defs/node"}}, "required": ["v"]}}
+  })");
+  const std::string g = json_schema_to_grammar(schema);
+  for (const char* ok : {
+           R"({"name": "Al", "age": 3})",
+           R"({"name":"Bobby","age":150,"tags":["a",3],"born":"2024-02-29"})",
+           R"({ "name": "Al", "age": 0, "id": "123e4567-e89b-12d3-a456-426614174000", "kind": "person" })",
+           R"({"name": "Al", "age": 1, "next": {"v": 1.5, "next": {"v": -2e3, "next": null}}})",
+       }) {
+    EXPECT_TRUE(fits(g, ok)) << ok;
+  }
+  for (const char* bad : {
+           R"({"age": 3, "name": "Al"})",          // required ones come in order
+           R"({"name": "A", "age": 3})",           // too short
+           R"({"name": "Albert", "age": 3})",      // too long
+           R"({"name": "Al", "age": 151})",
+           R"({"name": "Al", "age": 3, "tags": []})",
+           R"({"name": "Al", "age": 3, "tags": ["c"]})",
+           R"({"name": "Al", "age": 3, "born": "2024-13-01"})",
+           R"({"name": "Al", "age": 3, "kind": "robot"})",
+           R"({"name": "Al", "age": 3, "other": 1})",  // no additionalProperties
+           R"({"name": "Al", "age": 1, "next": {"next": null}})",
+       }) {
+    EXPECT_FALSE(fits(g, bad)) << bad;
+  }
+  // prefixItems, anyOf, allOf, additionalProperties with a schema.
+  const std::string g2 = json_schema_to_grammar(nlohmann::ordered_json::parse(R"({
+    "anyOf": [
+      {"type": "array", "prefixItems": [{"type": "boolean"}, {"type": "string"}], "items": false},
+      {"allOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"]},
+                 {"properties": {"b": {"type": "null"}}}],
+       "additionalProperties": {"type": "boolean"}}
+    ]})"));
+  EXPECT_TRUE(fits(g2, R"([true, "x"])"));
+  EXPECT_FALSE(fits(g2, R"([true, "x", 1])"));
+  EXPECT_TRUE(fits(g2, R"({"a": 1, "b": null, "zz": false})"));
+  EXPECT_FALSE(fits(g2, R"({"a": 1, "zz": 3})"));
+  EXPECT_TRUE(fits(json_grammar(), R"({"x": [1, {"y": null}], "z": "w"})"));
+  EXPECT_FALSE(fits(json_grammar(), R"([1])"));
+}
+
+TEST(JsonSchema, UnsupportedKeywordsNameTheirPointer) {
+  auto error = [](const char* schema) {
+    try {
+      json_schema_to_grammar(nlohmann::ordered_json::parse(schema));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error(R"({"properties": {"a/b": {"type": "string", "pattern": "x+"}}})").find("at '/properties/a~1b/pattern'"),
+            std::string::npos) << error(R"({"properties": {"a/b": {"type": "string", "pattern": "x+"}}})");
+  EXPECT_NE(error(R"({"type": "number", "minimum": 1})").find("'/minimum'"), std::string::npos);
+  EXPECT_NE(error(R"({"$ref": "#/$defs/missing"})").find("no target"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "string", "format": "email"})").find("format 'email'"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "integer", "minimum": 5, "maximum": 4})").find("empty"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::grammar

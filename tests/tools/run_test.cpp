@@ -311,6 +311,20 @@ TEST(RunCommand, GrammarKeepsSampledTextInShape) {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(std::regex_match(r.out, shape)) << r.out;
   }
+  // -j: a JSON schema; the text parses and holds the fields in range.
+  const std::string schema = R"({"type": "object", "properties": {"n": {"type": "integer", "minimum": 3, "maximum": 7}}, "required": ["n"]})";
+  for (int seed = 1; seed <= 3; ++seed) {
+    const auto r = run_command(tessera("run " + model() + " -p 'Data:' --no-display-prompt -n 60 --temp 1 -s " +
+                                       std::to_string(seed) + " -j '" + schema + "'"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto doc = nlohmann::json::parse(r.out, nullptr, false);
+    ASSERT_TRUE(doc.is_object()) << r.out;
+    EXPECT_GE(doc["n"].get<int>(), 3);
+    EXPECT_LE(doc["n"].get<int>(), 7);
+  }
+  const auto unsupported = run_command(tessera("run " + model() + " -p hi -j '{\"type\": \"string\", \"pattern\": \"a\"}'"));
+  EXPECT_EQ(unsupported.exit_code, 1);
+  EXPECT_NE(unsupported.err.find("[--json-schema] [json schema] at '/pattern'"), std::string::npos) << unsupported.err;
   const auto bad = run_command(tessera("run " + model() + " -p hi --grammar 'root ::= \"a\" [b-'"));
   EXPECT_EQ(bad.exit_code, 1);
   EXPECT_NE(bad.err.find("[--grammar] [grammar] line 1, column"), std::string::npos) << bad.err;

@@ -274,8 +274,8 @@ TEST_F(HostileTest, OpenAIMessageShapesAndUnimplementedFields) {
   const std::vector<std::pair<json, std::string>> refused = {
       {{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}}}, "image_url"},
       {{{"messages", as_text["messages"]}, {"tools", json::array({json::object()})}}, "'tools'"},
-      {{{"messages", as_text["messages"]}, {"response_format", {{"type", "json_object"}}}}, "'response_format'"},
-      {{{"messages", as_text["messages"]}, {"json_schema", {{"type", "object"}}}}, "'json_schema'"},
+      {{{"messages", as_text["messages"]}, {"response_format", {{"type", "yaml"}}}}, "'response_format'"},
+      {{{"messages", as_text["messages"]}, {"json_schema", {{"type", "object"}, {"patternProperties", json::object()}}}}, "'/patternProperties'"},
       {{{"messages", as_text["messages"]}, {"grammar", "root ::= (\"a\""}}, "'grammar': [grammar] line 1"},
       {{{"messages", as_text["messages"]}, {"logit_bias", {{"99999", 5}}}}, "'logit_bias'"},
   };

@@ -427,5 +427,42 @@ TEST_F(ServerTest, GrammarConstrainsSampledOutput) {
                400, "'grammar' must be a string");
 }
 
+// response_format with a JSON schema (and json_object): the sampled text
+// parses as JSON and has the schema's fields; an unsupported keyword is a
+// 400 naming its JSON pointer.
+TEST_F(ServerTest, ResponseFormatJsonSchema) {
+  const json schema = {{"type", "object"},
+                       {"properties", {{"age", {{"type", "integer"}, {"minimum", 1}, {"maximum", 99}}},
+                                       {"pet", {{"enum", {"dog", "cat"}}}}}},
+                       {"required", {"age", "pet"}}};
+  for (int seed = 1; seed <= 3; ++seed) {
+    const json r = post(*server_, "/v1/chat/completions",
+                        {{"messages", {{{"role", "user"}, {"content", "A pet?"}}}}, {"max_tokens", 60},
+                         {"temperature", 1.0}, {"seed", seed},
+                         {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "pet"}, {"schema", schema}}}}}});
+    const std::string text = r["choices"][0]["message"]["content"];
+    const json doc = json::parse(text, nullptr, false);
+    ASSERT_FALSE(doc.is_discarded()) << text;
+    EXPECT_GE(doc["age"].get<int>(), 1);
+    EXPECT_LE(doc["age"].get<int>(), 99);
+    EXPECT_TRUE(doc["pet"] == "dog" || doc["pet"] == "cat") << text;
+    const json o = post(*server_, "/v1/completions",
+                        {{"prompt", "Data:"}, {"max_tokens", 60}, {"temperature", 1.0}, {"seed", seed},
+                         {"response_format", {{"type", "json_object"}}}});
+    const std::string otext = o["choices"][0]["text"];
+    if (o["choices"][0]["finish_reason"] == "stop") {
+      EXPECT_TRUE(json::parse(otext, nullptr, false).is_object()) << otext;
+    }
+  }
+  auto c = server_->client();
+  expect_error(c.Post("/v1/completions",
+                      json{{"prompt", "x"}, {"json_schema", {{"type", "string"}, {"pattern", "a+"}}}}.dump(),
+                      "application/json"),
+               400, "at '/pattern'");
+  expect_error(c.Post("/v1/completions",
+                      json{{"prompt", "x"}, {"response_format", {{"type", "xml"}}}}.dump(), "application/json"),
+               400, "'response_format'");
+}
+
 }  // namespace
 }  // namespace tessera::testing

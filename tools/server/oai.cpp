@@ -4,6 +4,7 @@
 #include <ctime>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 
 #include "server/http_error.h"
@@ -98,15 +99,10 @@ std::vector<TokenId> chat_prompt(const json& body, const Tokenizer& tokenizer,
 // naming the field, never silently ignored.
 void refuse_unimplemented(const json& body) {
   static constexpr const char* kRefused[] = {"tools", "tool_choice", "functions", "function_call",
-                                             "json_schema", "audio"};
+                                             "audio"};
   for (const char* key : kRefused) {
     if (const auto it = body.find(key); it != body.end() && !it->is_null()) {
       bad_request("'{}' is not supported by this server yet", key);
-    }
-  }
-  if (const auto it = body.find("response_format"); it != body.end() && !it->is_null()) {
-    if (!it->is_object() || it->value("type", json()) != "text") {
-      bad_request("'response_format' other than {{\"type\": \"text\"}} is not supported by this server yet");
     }
   }
   if (const auto it = body.find("modalities"); it != body.end() && !it->is_null() &&
@@ -286,20 +282,66 @@ serving::GenerationParams parse_generation(const json& body, bool chat, size_t n
   return p;
 }
 
+namespace {
+
+// The grammar the output keeps to, from 'grammar' (GBNF), 'json_schema' or
+// 'response_format' ({"type": "json_object"} with an optional "schema", or
+// {"type": "json_schema", "json_schema": {"schema": ...}}); at most one.
+std::optional<std::string> output_grammar(const json& body) {
+  auto present = [&](const char* key) {
+    const auto it = body.find(key);
+    return it != body.end() && !it->is_null() ? &*it : nullptr;
+  };
+  const json* grammar = present("grammar");
+  const json* schema = present("json_schema");
+  const json* format = present("response_format");
+  if (format != nullptr) {
+    if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
+      bad_request("'response_format' must be an object with a 'type'");
+    }
+    const std::string type = (*format)["type"];
+    if (type == "json_object") {
+      if (const auto it = format->find("schema"); it != format->end() && !it->is_null()) schema = &*it;
+      else if (schema == nullptr && grammar == nullptr) return grammar::json_grammar();
+    } else if (type == "json_schema") {
+      const auto it = format->find("json_schema");
+      if (it == format->end() || !it->is_object() || !it->contains("schema")) {
+        bad_request("'response_format': type json_schema needs 'json_schema': {{\"schema\": ...}}");
+      }
+      if (schema != nullptr) bad_request("give either 'json_schema' or 'response_format', not both");
+      schema = &(*it)["schema"];
+    } else if (type != "text") {
+      bad_request("'response_format': type '{}' is not one of text, json_object, json_schema", type);
+    }
+  }
+  if (grammar != nullptr && schema != nullptr) bad_request("give either 'grammar' or a JSON schema, not both");
+  if (grammar != nullptr) {
+    if (!grammar->is_string()) bad_request("'grammar' must be a string (GBNF)");
+    return grammar->get<std::string>();
+  }
+  if (schema == nullptr) return std::nullopt;
+  try {
+    return grammar::json_schema_to_grammar(*schema);
+  } catch (const Error& e) {
+    bad_request("'json_schema': {}", e.what());
+  }
+}
+
+}  // namespace
+
 CompletionRequest parse_completion(const json& body, bool chat, const Tokenizer& tokenizer,
                                    const serving::ChatRenderer& renderer) {
   CompletionRequest r;
   r.chat = chat;
   r.params = parse_generation(body, chat, tokenizer.n_vocab());
-  if (const auto it = body.find("grammar"); it != body.end() && !it->is_null()) {
-    if (!it->is_string()) bad_request("'grammar' must be a string (GBNF)");
-    std::shared_ptr<const grammar::Grammar> g;
+  if (std::optional<std::string> g = output_grammar(body)) {
+    std::shared_ptr<const grammar::Grammar> parsed;
     try {
-      g = grammar::Grammar::parse(it->get<std::string>());
+      parsed = grammar::Grammar::parse(*g);
     } catch (const Error& e) {
       bad_request("'grammar': {}", e.what());
     }
-    r.params.masks = grammar::masks(std::move(g), tokenizer);
+    r.params.masks = grammar::masks(std::move(parsed), tokenizer);
   }
   r.stream = boolean(body, "stream", false);
   if (const auto it = body.find("stream_options"); it != body.end() && it->is_object()) {

@@ -118,20 +118,37 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f, const std::string& seed
       ->allow_extra_args(false)
       ->check([](const std::string& v) { return v.empty() ? std::string("--stop: an empty string") : std::string(); });
   auto* g = cmd.add_option("--grammar", f.grammar, "GBNF grammar the output keeps to (llama.cpp's syntax; start rule: root)");
-  cmd.add_option("--grammar-file", f.grammar_file, "File with a GBNF grammar")->excludes(g);
+  auto* gf = cmd.add_option("--grammar-file", f.grammar_file, "File with a GBNF grammar")->excludes(g);
+  auto* j = cmd.add_option("-j,--json-schema", f.json_schema,
+                           "JSON schema the output keeps to (any JSON object: "
+                           "'{\"type\": \"object\"}'); unsupported keywords are errors")->excludes(g)->excludes(gf);
+  cmd.add_option("--json-schema-file", f.json_schema_file, "File with a JSON schema")
+      ->excludes(g)->excludes(gf)->excludes(j);
 }
 
 serving::GenerationParams generation_params(const SamplingFlags& f, int i, int64_t n_predict,
                                             int64_t room, const Tokenizer& tokenizer) {
   serving::GenerationParams p;
-  if (!f.grammar.empty() || !f.grammar_file.empty()) {
-    std::string text = f.grammar;
-    const std::string flag = f.grammar.empty() ? "--grammar-file " + f.grammar_file : "--grammar";
-    if (!f.grammar_file.empty()) {
-      std::ifstream in(f.grammar_file, std::ios::binary);
-      if (!in) fail(ErrorCategory::kIo, "[{}] cannot read the file", flag);
-      text.assign(std::istreambuf_iterator<char>(in), {});
+  auto read = [](const std::string& flag, const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) fail(ErrorCategory::kIo, "[{} {}] cannot read the file", flag, path);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string text, flag;
+  if (!f.grammar.empty()) text = f.grammar, flag = "--grammar";
+  if (!f.grammar_file.empty()) text = read("--grammar-file", f.grammar_file), flag = "--grammar-file " + f.grammar_file;
+  if (!f.json_schema.empty() || !f.json_schema_file.empty()) {
+    flag = f.json_schema.empty() ? "--json-schema-file " + f.json_schema_file : "--json-schema";
+    const std::string schema = f.json_schema.empty() ? read("--json-schema-file", f.json_schema_file) : f.json_schema;
+    try {
+      text = grammar::json_schema_to_grammar(nlohmann::ordered_json::parse(schema));
+    } catch (const nlohmann::json::exception& e) {
+      fail(ErrorCategory::kInvalidArgument, "[{}] not valid JSON: {}", flag, e.what());
+    } catch (const Error& e) {
+      fail(ErrorCategory::kInvalidArgument, "[{}] {}", flag, e.what());
     }
+  }
+  if (!flag.empty()) {
     try {
       p.masks = grammar::masks(grammar::Grammar::parse(text), tokenizer);
     } catch (const Error& e) {

@@ -60,6 +60,8 @@ struct SamplingFlags {
   std::vector<std::string> stop;
   std::string grammar;       // --grammar: GBNF text
   std::string grammar_file;  // --grammar-file
+  std::string json_schema;       // -j/--json-schema
+  std::string json_schema_file;  // --json-schema-file
 };
 // `seed_help` says how the seed is used (e.g. "turn i uses seed + i").
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags, const std::string& seed_help);

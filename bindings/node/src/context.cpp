@@ -212,6 +212,38 @@ void on_event(Napi::Env env, Napi::Function callback, const std::shared_ptr<Job>
   jobs->erase(job->id);
 }
 
+// The grammar the output keeps to: 'grammar' (GBNF), 'json_schema', or
+// 'response_format' ({type: 'json_object'} with an optional schema, or
+// {type: 'json_schema', json_schema: {schema}}), as the server reads them.
+std::optional<std::string> output_grammar(const Napi::Object& o) {
+  const Napi::Env env = o.Env();
+  std::optional<nlohmann::ordered_json> schema;
+  if (has(o, "json_schema")) schema = nlohmann::ordered_json(to_json(o.Get("json_schema"), "json_schema"));
+  if (has(o, "response_format")) {
+    const nlohmann::json f = to_json(o.Get("response_format"), "response_format");
+    const std::string type = f.is_object() ? f.value("type", "") : "";
+    if (type == "json_object") {
+      schema = f.contains("schema") ? nlohmann::ordered_json(f["schema"])
+                                    : nlohmann::ordered_json{{"type", "object"}};
+    } else if (type == "json_schema" && f.contains("json_schema") && f["json_schema"].contains("schema")) {
+      schema = nlohmann::ordered_json(f["json_schema"]["schema"]);
+    } else if (type != "text") {
+      throw Napi::TypeError::New(env, "option 'response_format': expected {type: 'text' | 'json_object' | "
+                                      "'json_schema', json_schema: {schema}}");
+    }
+  }
+  if (has(o, "grammar")) {
+    if (schema) throw Napi::TypeError::New(env, "give either 'grammar' or a JSON schema, not both");
+    return string(o, "grammar", "");
+  }
+  if (!schema) return std::nullopt;
+  try {
+    return grammar::json_schema_to_grammar(*schema);
+  } catch (const Error& e) {
+    throw Napi::Error::New(env, std::string("option 'json_schema': ") + e.what());
+  }
+}
+
 struct Prompt {
   std::optional<std::string> text;
   std::optional<nlohmann::json> messages;
@@ -355,10 +387,9 @@ Napi::Value NativeContext::Completion(const Napi::CallbackInfo& info) {
     }
     serving::GenerationParams params = generation_params(o);
     check_sampler_params(params.sampling);
-    if (has(o, "grammar")) {
+    if (std::optional<std::string> g = output_grammar(o)) {
       try {
-        params.masks = grammar::masks(grammar::Grammar::parse(string(o, "grammar", "")),
-                                      s->loaded.tokenizer);
+        params.masks = grammar::masks(grammar::Grammar::parse(*g), s->loaded.tokenizer);
       } catch (const Error& e) {
         throw Napi::Error::New(env, std::string("option 'grammar': ") + e.what());
       }

@@ -254,6 +254,13 @@ test('a GBNF grammar keeps sampled output in shape', async () => {
       assert.equal(r.stopped_eos, true);
     }
     await assert.rejects(ctx.completion({ prompt, grammar: 'root ::= x' }), /option 'grammar'.*line 1, column 10/);
+    const json_schema = { type: 'object', properties: { n: { type: 'integer', minimum: 3, maximum: 7 } }, required: ['n'] };
+    for (const options of [{ json_schema }, { response_format: { type: 'json_schema', json_schema: { schema: json_schema } } }]) {
+      const r = await ctx.completion({ prompt: 'Data:', n_predict: 60, temperature: 1, seed: 7, ...options });
+      const doc = JSON.parse(r.text);
+      assert.ok(doc.n >= 3 && doc.n <= 7, r.text);
+    }
+    await assert.rejects(ctx.completion({ prompt, json_schema: { type: 'string', pattern: 'a' } }), /at '\/pattern'/);
   } finally {
     await ctx.release();
   }
