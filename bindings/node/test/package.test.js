@@ -290,5 +290,5 @@ test('200 load / release cycles leave memory bounded', async () => {
   const before = rss();
   for (let i = 0; i < 200; ++i) await cycle();
   const grown = rss() - before;
-  assert.ok(grown < 24 * 1024 * 1024, `RSS grew ${(grown / 1048576).toFixed(1)} MiB over 200 cycles`);
+  assert.ok(grown < 8 * 1024 * 1024, `RSS grew ${(grown / 1048576).toFixed(1)} MiB over 200 cycles`);
 });
