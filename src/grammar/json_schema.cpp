@@ -28,7 +28,13 @@ json-null ::= "null" ws
 json-value ::= json-object | json-array | json-string | json-number | json-boolean | json-null
 json-object ::= "{" ws (json-string ":" ws json-value ("," ws json-string ":" ws json-value)*)? "}" ws
 json-array ::= "[" ws (json-value ("," ws json-value)*)? "]" ws
-json-date ::= [0-9]{4} "-" ("0" [1-9] | "1" [0-2]) "-" ("0" [1-9] | [12] [0-9] | "3" [01])
+json-date ::= [0-9]{4} "-" (json-month31 "-" json-day31 | json-month30 "-" json-day30 | "02-" json-day28) | json-leap-year "-02-29"
+json-month31 ::= "0" [13578] | "1" [02]
+json-month30 ::= "0" [469] | "11"
+json-day31 ::= "0" [1-9] | [12] [0-9] | "3" [01]
+json-day30 ::= "0" [1-9] | [12] [0-9] | "30"
+json-day28 ::= "0" [1-9] | "1" [0-9] | "2" [0-8]
+json-leap-year ::= [0-9] [0-9] ([02468] [48] | [13579] [26] | [2468] "0") | ([02468] [048] | [13579] [26]) "00"
 json-time ::= ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9] ":" [0-5] [0-9] ("." [0-9]{1,6})? ("Z" | [+-] ([01] [0-9] | "2" [0-3]) ":" [0-5] [0-9])
 json-uuid ::= [0-9a-fA-F]{8} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{4} "-" [0-9a-fA-F]{12}
 )";

@@ -83,6 +83,7 @@ bool any_meets(const std::vector<Stack>& stacks, const Partial& p) {
   const uint32_t lo = std::max(p.value << bits, p.min);
   const uint32_t hi = std::min<uint32_t>((p.value << bits) | ((1u << bits) - 1), 0x10FFFF);
   if (lo > hi) return false;
+  if (lo >= 0xD800 && hi <= 0xDFFF) return false;  // only surrogates left: never valid UTF-8
   for (const Stack& s : stacks) {
     if (!s.empty() && class_meets(s.back(), lo, hi)) return true;
   }

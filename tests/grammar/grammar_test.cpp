@@ -99,6 +99,10 @@ TEST(GrammarMatch, Utf8SplitAcrossPiecesAndInvalidBytes) {
   EXPECT_FALSE(m.allows("\xc0\x80"));       // overlong
   EXPECT_TRUE(m.allows("\xce"));            // may still become α..ο
   EXPECT_FALSE(m.allows("\xd1"));           // U+0440.. cannot
+  const auto any = Grammar::parse("root ::= [^a]+\n");
+  Matcher n(any);
+  EXPECT_TRUE(n.allows("\xed\x9f"));        // U+D7C0..U+D7FF may follow
+  EXPECT_FALSE(n.allows("\xed\xa0"));       // surrogates only: a dead end, refused now
 }
 
 class GrammarStageTest : public ::testing::Test {
@@ -212,6 +216,8 @@ TEST(JsonSchema, ObjectsArraysStringsAndReferences) {
   for (const char* ok : {
            R"({"name": "Al", "age": 3})",
            R"({"name":"Bobby","age":150,"tags":["a",3],"born":"2024-02-29"})",
+           R"({"name": "Al", "age": 3, "born": "2000-02-29"})",
+           R"({"name": "Al", "age": 3, "born": "1999-12-31"})",
            R"({ "name": "Al", "age": 0, "id": "123e4567-e89b-12d3-a456-426614174000", "kind": "person" })",
            R"({"name": "Al", "age": 1, "next": {"v": 1.5, "next": {"v": -2e3, "next": null}}})",
        }) {
@@ -225,6 +231,9 @@ TEST(JsonSchema, ObjectsArraysStringsAndReferences) {
            R"({"name": "Al", "age": 3, "tags": []})",
            R"({"name": "Al", "age": 3, "tags": ["c"]})",
            R"({"name": "Al", "age": 3, "born": "2024-13-01"})",
+           R"({"name": "Al", "age": 3, "born": "2023-02-29"})",  // not a leap year
+           R"({"name": "Al", "age": 3, "born": "1900-02-29"})",  // nor a century not divisible by 400
+           R"({"name": "Al", "age": 3, "born": "2024-04-31"})",
            R"({"name": "Al", "age": 3, "kind": "robot"})",
            R"({"name": "Al", "age": 3, "other": 1})",  // no additionalProperties
            R"({"name": "Al", "age": 1, "next": {"next": null}})",
