@@ -65,7 +65,7 @@ inline std::vector<float> to_float(DType type, const std::vector<uint8_t>& bytes
 }
 
 // Weights split as the kernels add them: w = scaled + min (min nonzero only
-// for Q4_1, Q5_1, Q4_K, which keep (d, m) / (d, dmin) as their first two f16:
+// for Q4_1, Q5_1, Q4_K, Q5_K, which keep (d, m) / (d, dmin) as their first two f16:
 // zeroing one leaves the other part; and Q6_K, whose kernels add d sc q with
 // q in [0, 63] and the offset -32 d sc apart: the block with every q 0 holds
 // the offset alone).
@@ -82,7 +82,8 @@ inline void split_parts(DType type, const std::vector<uint8_t>& bytes, int64_t r
     for (size_t i = 0; i < w.size(); ++i) (*scaled)[i] = w[i] - (*min)[i];
     return;
   }
-  if (type != DType::kQ4_1 && type != DType::kQ5_1 && type != DType::kQ4_K) {
+  if (type != DType::kQ4_1 && type != DType::kQ5_1 && type != DType::kQ4_K &&
+      type != DType::kQ5_K) {
     *scaled = to_float(type, bytes, rows, k);
     min->assign(scaled->size(), 0.0f);
     return;
@@ -99,7 +100,10 @@ inline void split_parts(DType type, const std::vector<uint8_t>& bytes, int64_t r
 
 // The activation format the SIMD tiers quantize `type`'s inputs to.
 inline ActFormat act_format_of(DType type) {
-  if (type == DType::kQ4_K || type == DType::kQ6_K) return ActFormat::kQ8K;
+  if (type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K ||
+      type == DType::kIQ4_XS) {
+    return ActFormat::kQ8K;
+  }
   return dtype_info(type).quantized ? ActFormat::kQ8 : ActFormat::kF32;
 }
 

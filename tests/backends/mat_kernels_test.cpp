@@ -44,9 +44,12 @@ const WeightCase kWeightCases[] = {
     {"q6_k", DType::kQ6_K, false, &Kernels::q6_k},
     {"q4_0_panel", DType::kQ4_0, true, &Kernels::q4_0_panel},
     {"q8_0_panel", DType::kQ8_0, true, &Kernels::q8_0_panel},
+    {"iq4_nl_panel", DType::kIQ4_NL, true, &Kernels::iq4_nl_panel},
     {"f16_panel", DType::kF16, true, &Kernels::f16_panel},
     {"q4_k_panel", DType::kQ4_K, true, &Kernels::q4_k_panel},
+    {"q5_k_panel", DType::kQ5_K, true, &Kernels::q5_k_panel},
     {"q6_k_panel", DType::kQ6_K, true, &Kernels::q6_k_panel},
+    {"iq4_xs_panel", DType::kIQ4_XS, true, &Kernels::iq4_xs_panel},
 };
 
 class MatKernelTest : public ::testing::TestWithParam<std::tuple<Isa, WeightCase>> {

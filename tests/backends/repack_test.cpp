@@ -1,8 +1,8 @@
-// The CPU weights buffer: Q4_0 / Q8_0 / Q4_K / Q6_K / F16 repacked into 16-row panels give back
-// exactly the bytes they were given, whole and for any range (checked against
-// a plain mirror after random partial writes), for odd row counts and 3-D
-// tensors; views read through their root; padding is counted in alloc_size;
-// read_row_f32 equals the reference dequantizer; other types pass through.
+// The CPU weights buffer: Q4_0 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS / F16 repacked into
+// 16-row panels give back exactly the bytes they were given, whole and for any range (checked
+// against a plain mirror after random partial writes), for odd row counts and 3-D tensors; views
+// read through their root; padding is counted in alloc_size; read_row_f32 equals the reference
+// dequantizer; other types pass through.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -129,8 +129,13 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::kQ8_0, {128, 7, 2, 2}}, Case{DType::kF16, {32, 1, 1, 1}},
                       Case{DType::kF16, {64, 17, 1, 1}}, Case{DType::kF16, {96, 35, 2, 1}},
                       Case{DType::kQ4_K, {256, 1, 1, 1}}, Case{DType::kQ4_K, {512, 17, 1, 1}},
-                      Case{DType::kQ4_K, {768, 35, 2, 1}}, Case{DType::kQ6_K, {256, 1, 1, 1}},
-                      Case{DType::kQ6_K, {512, 16, 1, 1}}, Case{DType::kQ6_K, {768, 33, 1, 2}}),
+                      Case{DType::kQ4_K, {768, 35, 2, 1}}, Case{DType::kIQ4_NL, {32, 1, 1, 1}},
+                      Case{DType::kIQ4_NL, {96, 17, 1, 1}}, Case{DType::kIQ4_NL, {160, 35, 2, 1}},
+                      Case{DType::kIQ4_XS, {256, 1, 1, 1}}, Case{DType::kIQ4_XS, {512, 17, 1, 1}},
+                      Case{DType::kIQ4_XS, {768, 33, 1, 2}}, Case{DType::kQ5_K, {256, 1, 1, 1}},
+                      Case{DType::kQ5_K, {512, 17, 1, 1}}, Case{DType::kQ5_K, {768, 33, 2, 1}},
+                      Case{DType::kQ6_K, {256, 1, 1, 1}}, Case{DType::kQ6_K, {512, 16, 1, 1}},
+                      Case{DType::kQ6_K, {768, 33, 1, 2}}),
     [](const auto& param_info) {
       const Case& c = param_info.param;
       return std::string(dtype_name(c.type)) + "_" + std::to_string(c.ne[0]) + "x" +
@@ -145,7 +150,7 @@ TEST(RepackBuffer, OtherTypesAreStoredAsTheyAre) {
   EXPECT_TRUE(backend.cpu_device().supports_buffer_type(weights));
   std::mt19937 rng(fresh_seed());
   // F16 rows of 100 elements: not whole 32-element groups, so not repacked.
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ4_1, DType::kQ5_K}) {
+  for (DType type : {DType::kF32, DType::kF16, DType::kQ4_1, DType::kQ3_K}) {
     Graph g;
     Tensor* t = g.new_tensor(type, {type == DType::kF16 ? 100 : 256, 3}, "w");
     EXPECT_EQ(weights.alloc_size(*t), t->n_bytes());
@@ -213,15 +218,16 @@ TEST(RepackBuffer, PanelsAreContiguousAlongK) {
 }
 
 TEST(RepackBuffer, KQuantPanelsSplitScalesFromQuants) {
-  // Q4_K (d, dmin leading) and Q6_K (d trailing): scale byte s of row r's
-  // block b at panel + 32 sb b + 32 (s / 2) + 2 (r % 16) + s % 2, quant byte j
-  // (the block's other bytes in order) at panel + 16 sb blocks + 16 qb b +
-  // 64 (j / 4) + 4 (r % 16) + j % 4 (repack.h).
+  // Q4_K, Q5_K (d, dmin leading), IQ4_XS (d, scales_h leading) and Q6_K (d trailing): scale byte s
+  // of row r's block b at panel + 32 sb b + 32 (s / 2) + 2 (r % 16) + s % 2, quant byte j (the
+  // block's other bytes in order) at panel + 16 sb blocks + 16 qb b + 64 (j / 4) + 4 (r % 16) + j %
+  // 4 (repack.h).
   struct K {
     DType type;
     size_t block, scale_at, sb;
   };
-  for (const K k : {K{DType::kQ4_K, 144, 0, 4}, K{DType::kQ6_K, 210, 208, 2}}) {
+  for (const K k : {K{DType::kQ4_K, 144, 0, 4}, K{DType::kQ5_K, 176, 0, 4},
+                    K{DType::kIQ4_XS, 136, 0, 4}, K{DType::kQ6_K, 210, 208, 2}}) {
     SCOPED_TRACE(dtype_name(k.type));
     const Numbered n(k.type, 512);
     ASSERT_TRUE(is_repacked(*n.t));

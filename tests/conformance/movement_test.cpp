@@ -97,10 +97,10 @@ std::vector<double> naive_acc(const Tensor& node, const HostValues& in) {
 // ---- cases ----------------------------------------------------------------------------
 
 // Every type tessera can dequantize; rows of 2 K-quant super-blocks or 3 blocks.
-const DType kReadableTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                                DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                                DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                                DType::kQ6_K, DType::kQ8_K};
+const DType kReadableTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,   DType::kQ8_0,
+                                DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,   DType::kQ5_1,
+                                DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,   DType::kQ5_K,
+                                DType::kQ6_K, DType::kQ8_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 int64_t row_len(DType type) {
   const int64_t block = dtype_info(type).block_size;

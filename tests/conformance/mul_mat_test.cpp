@@ -133,6 +133,12 @@ TEST_P(MulMat, MatchesReference_KQuants) {
   }
   run(cases, naive_mul_mat);
 }
+TEST_P(MulMat, MatchesReference_IQ4) {
+  std::vector<Case> cases = cases_for(DType::kIQ4_NL);
+  auto more = cases_for(DType::kIQ4_XS);
+  cases.insert(cases.end(), more.begin(), more.end());
+  run(cases, naive_mul_mat);
+}
 TEST_P(MulMat, MatchesReference_Activations) {
   run(activation_cases(), naive_mul_mat);
 }

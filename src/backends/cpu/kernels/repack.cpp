@@ -149,9 +149,20 @@ class CpuWeightsBuffer final : public Buffer {
 }  // namespace
 
 bool repacks(const Tensor& t) {
-  return t.type == DType::kQ4_0 || t.type == DType::kQ8_0 || t.type == DType::kQ4_K ||
-         t.type == DType::kQ6_K ||
-         (t.type == DType::kF16 && t.ne[0] % kQK == 0);
+  switch (t.type) {
+    case DType::kQ4_0:
+    case DType::kQ8_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      return true;
+    case DType::kF16:
+      return t.ne[0] % kQK == 0;
+    default:
+      return false;
+  }
 }
 
 PanelLayout panel_layout(const Tensor& t) {
@@ -167,7 +178,9 @@ PanelLayout panel_layout(const Tensor& t) {
     l.group_bytes = sizeof(uint16_t);
   } else {
     l.block_bytes = dtype_info(t.type).block_bytes;
-    l.scale_bytes = t.type == DType::kQ4_K ? 2 * sizeof(uint16_t) : sizeof(uint16_t);
+    // d, dmin (IQ4_XS: d, scales_h, moved as a second f16)
+    const bool two = t.type == DType::kQ4_K || t.type == DType::kQ5_K || t.type == DType::kIQ4_XS;
+    l.scale_bytes = two ? 2 * sizeof(uint16_t) : sizeof(uint16_t);
     l.scale_at = t.type == DType::kQ6_K ? offsetof(block_q6_K, d) : 0;
     l.group_bytes = 4;
   }
@@ -219,7 +232,8 @@ void read_row_f32(const Tensor& t, int64_t i1, int64_t i2, int64_t i3, float* ou
     return;
   }
   const PanelLayout l = panel_layout(t);
-  if (t.type == DType::kQ4_K || t.type == DType::kQ6_K) {  // the row's bytes, then the reference
+  if (t.type != DType::kF16 && t.type != DType::kQ4_0 && t.type != DType::kQ8_0) {
+    // The row's bytes, then the reference.
     thread_local std::vector<uint8_t> bytes;
     bytes.resize(l.row_bytes());
     const size_t row = static_cast<size_t>(i1 + (i2 + i3 * t.ne[2]) * l.rows);

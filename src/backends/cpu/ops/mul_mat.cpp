@@ -70,6 +70,12 @@ const MatKernel* entry(const Kernels& k, const Tensor& w) {
       return &k.q5_1;
     case DType::kQ4_K:
       return is_repacked(w) ? &k.q4_k_panel : &k.q4_k;
+    case DType::kQ5_K:
+      return is_repacked(w) ? &k.q5_k_panel : nullptr;
+    case DType::kIQ4_NL:
+      return is_repacked(w) ? &k.iq4_nl_panel : nullptr;
+    case DType::kIQ4_XS:
+      return is_repacked(w) ? &k.iq4_xs_panel : nullptr;
     case DType::kQ6_K:
       return is_repacked(w) ? &k.q6_k_panel : &k.q6_k;
     default:
@@ -102,7 +108,9 @@ size_t act_bytes(ActFormat act, int64_t k) {
 ActFormat act_format_for(DType wt) {
   switch (wt) {
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kIQ4_XS:
       return ActFormat::kQ8K;
     case DType::kF16:
       return ActFormat::kF32Groups;  // repacked F16

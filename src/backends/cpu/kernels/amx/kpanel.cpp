@@ -1,9 +1,9 @@
-// amx tier: Q4_K / Q6_K panel GEMMs on AMX-INT8 tiles; GEMV shapes stay on
+// amx tier: Q4_K / Q5_K / Q6_K / IQ4_XS panel GEMMs on AMX-INT8 tiles; GEMV shapes stay on
 // the avx512 kernels. Per panel and call, each block's quants are unpacked
 // once into u8 B tiles, one per sub-block (Q4_K: 8 of 32 k, 8 rows x 64
-// bytes; Q6_K: 16 of 16 k, 4 rows x 64 bytes), and its sub-block scales
-// (and Q4_K's mins) into int32 / int16-pair vectors. Then per column tile
-// (16 columns) and sub-block j:
+// bytes; Q5_K the same with q's fifth bit ORed in; Q6_K: 16 of 16 k, 4 rows x 64 bytes), and its
+// sub-block scales (and Q4_K's mins) into int32 / int16-pair vectors. Then per column tile (16
+// columns) and sub-block j:
 //   C[16 columns][16 rows] = A (the columns' Q8_K bytes of j) . B_j  (tdpbsud)
 // and isum[c] += C[c] * sc_j (vpmulld), the sums exact as in the avx512
 // kernel (x86/kpanels.h), which this reproduces integer for integer; mins /
@@ -21,6 +21,7 @@
 #include "backends/cpu/kernels/amx/amx.h"
 #include "backends/cpu/kernels/avx512/avx512.h"
 #include "backends/cpu/kernels/repack.h"
+#include "backends/cpu/kernels/x86/iq4.h"
 
 namespace tessera::cpu::amx {
 namespace {
@@ -71,11 +72,16 @@ struct alignas(64) Unpacked {
   uint8_t b[kSub][kSub == 8 ? 512 : 256];  // B tiles
 };
 
-struct Q4K {
+// Q4_K, and Q5_K with kFifth (the fifth bit from qh ORed in as bit 4 while
+// unpacking; qs then starts at group 11, repack.h).
+template <bool kFifth>
+struct KMin {
   static constexpr int kSub = 8, kSubK = 32, kPairs = 4;
-  static constexpr size_t kScaleBytes = 4, kQuantBytes = 140;
+  static constexpr size_t kScaleBytes = 4, kQuantBytes = kFifth ? 172 : 140;
+  static constexpr int kQs = kFifth ? 11 : 3;
+  static constexpr bool kDmin = true;
   using U = Unpacked<kSub, kPairs>;
-  static void unpack(const uint8_t* q, U& u) {
+  static void unpack(const uint8_t*, const uint8_t* q, U& u) {
     const __m512i s0 = load(q), s1 = load(q + 64), s2 = load(q + 128);
     const __m512i m6 = _mm512_set1_epi32(0x3F3F3F3F), m4 = _mm512_set1_epi32(0x0F0F0F0F);
     const __m512i m30 = _mm512_set1_epi32(0x30303030);
@@ -93,12 +99,21 @@ struct Q4K {
       u.pairs[2 * h] = _mm512_and_si512(mn[h], lo16);
       u.pairs[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi32(mn[h], 8), lo16);
     }
-    for (int p = 0; p < 4; ++p) {
-      for (int t = 0; t < 8; ++t) {
-        const __m512i v = load(q + 64 * (3 + 8 * p + t));
-        _mm512_store_si512(u.b[2 * p] + 64 * t, _mm512_and_si512(v, m4));
-        _mm512_store_si512(u.b[2 * p + 1] + 64 * t,
-                           _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    const __m512i m10 = _mm512_set1_epi32(0x10101010);
+    for (int t = 0; t < 8; ++t) {
+      // qh bytes 4t..4t+3, shifted right by 2p for sub-blocks 2p, 2p + 1.
+      __m512i qh = kFifth ? load(q + 64 * (3 + t)) : _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const __m512i v = load(q + 64 * (kQs + 8 * p + t));
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (kFifth) {  // bit 2p to bit 4, bit 2p + 1 to bit 4 (inside each byte)
+          lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m10));
+          hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(qh, 3), m10));
+          qh = _mm512_srli_epi16(qh, 2);
+        }
+        _mm512_store_si512(u.b[2 * p] + 64 * t, lo);
+        _mm512_store_si512(u.b[2 * p + 1] + 64 * t, hi);
       }
     }
   }
@@ -119,11 +134,15 @@ struct Q4K {
   }
 };
 
+using Q4K = KMin<false>;
+using Q5K = KMin<true>;
+
 struct Q6K {
   static constexpr int kSub = 16, kSubK = 16, kPairs = 8;
   static constexpr size_t kScaleBytes = 2, kQuantBytes = 208;
+  static constexpr bool kDmin = false;
   using U = Unpacked<kSub, kPairs>;
-  static void unpack(const uint8_t* q, U& u) {
+  static void unpack(const uint8_t*, const uint8_t* q, U& u) {
     const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m30 = _mm512_set1_epi32(0x30303030);
     for (int g = 0; g < 4; ++g) {
       const __m512i v = load(q + 64 * (48 + g));
@@ -168,6 +187,54 @@ struct Q6K {
   }
 };
 
+// IQ4_XS: B tiles of the IQ4 levels + 128 (u8 for tdpbsud), sub-block j's
+// 32 k as Q4_K's; the +128 comes off as 128 sum_j sc_j B_j, sc_j = ls_j - 32
+// as int16 pairs ordered as Q4_K's mins (act_pairs the same).
+struct IQ4XS {
+  static constexpr int kSub = 8, kSubK = 32, kPairs = 4;
+  static constexpr size_t kScaleBytes = 4, kQuantBytes = 132;  // (d, scales_h); scales_l, qs
+  static constexpr bool kDmin = false;
+  using U = Unpacked<kSub, kPairs>;
+  static void unpack(const uint8_t* s, const uint8_t* q, U& u) {
+    const __m512i sl = load(q);
+    const __m512i sh =
+        _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + 32)));
+    for (int j = 0; j < 8; ++j) {
+      const __m512i lo4 =
+          _mm512_and_si512(_mm512_srl_epi32(sl, _mm_cvtsi32_si128(8 * (j / 2) + 4 * (j % 2))),
+                           _mm512_set1_epi32(0xF));
+      const __m512i hi2 = _mm512_and_si512(
+          _mm512_sll_epi32(_mm512_srl_epi32(sh, _mm_cvtsi32_si128(2 * j)), _mm_cvtsi32_si128(4)),
+          _mm512_set1_epi32(0x30));
+      u.sc[j] = _mm512_sub_epi32(_mm512_or_si512(lo4, hi2), _mm512_set1_epi32(32));
+    }
+    const __m512i lo16 = _mm512_set1_epi32(0xFFFF);
+    for (int p = 0; p < 4; ++p) {  // (sc 4h + i, sc 4h + i + 2), p = 2h + i
+      const int a = 4 * (p / 2) + p % 2;
+      u.pairs[p] =
+          _mm512_or_si512(_mm512_and_si512(u.sc[a], lo16), _mm512_slli_epi32(u.sc[a + 2], 16));
+    }
+    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F);
+    const __m512i table = _mm512_broadcast_i32x4(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4LevelsU8.data())));
+    for (int j = 0; j < 8; ++j) {
+      for (int t = 0; t < 4; ++t) {
+        const __m512i v = load(q + 64 * (1 + 4 * j + t));
+        _mm512_store_si512(u.b[j] + 64 * t, _mm512_shuffle_epi8(table, _mm512_and_si512(v, m4)));
+        _mm512_store_si512(
+            u.b[j] + 64 * (t + 4),
+            _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4)));
+      }
+    }
+  }
+  static void act_pairs(const block_q8_K& x, int32_t* out) { Q4K::act_pairs(x, out); }
+  // acc += d dx (isum - 128 (pairs . act))
+  static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512, float dx) {
+    const __m512i s = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 7));
+    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
+  }
+};
+
 // Sub-block s of block b for one column tile into C tile `C`.
 #define TILE_SUB_DOT(C, A, B, s)                                                   \
   do {                                                                             \
@@ -205,9 +272,8 @@ void column_tile(const uint8_t* scales, const typename Fmt::U* unpacked, int64_t
     const uint8_t* sp = scales + static_cast<size_t>(b) * kTile * Fmt::kScaleBytes;
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp)));
     const __m512 dmin =
-        Fmt::kScaleBytes > 2
-            ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp + 32)))
-            : d;
+        Fmt::kDmin ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp + 32)))
+                   : d;
     const int32_t* ap = act + b * Fmt::kPairs * kTile;  // [pair][column]
     for (int j = 0; j < kTile; ++j) {
       if (!kFull && j >= n) break;
@@ -262,7 +328,8 @@ void gemm(const MatArgs& a) {
     const uint8_t* scales = a.w + static_cast<size_t>(r0 / kPanelRows) * a.w_stride;
     const uint8_t* quants = scales + scale_bytes;
     for (int64_t b = 0; b < blocks; ++b) {
-      Fmt::unpack(quants + static_cast<size_t>(b) * kTile * Fmt::kQuantBytes, unpacked[b]);
+      Fmt::unpack(scales + static_cast<size_t>(b) * kTile * Fmt::kScaleBytes,
+                  quants + static_cast<size_t>(b) * kTile * Fmt::kQuantBytes, unpacked[b]);
     }
     const int64_t valid = a.rows - r0 < kPanelRows ? a.rows - r0 : kPanelRows;
     const auto keep = static_cast<__mmask16>((1u << valid) - 1);
@@ -307,6 +374,22 @@ void mat_q4_k_panel(const MatArgs& a) {
     avx512::mat_q4_k_panel(a);
   } else {
     gemm<Q4K>(a);
+  }
+}
+
+void mat_q5_k_panel(const MatArgs& a) {
+  if (a.cols < kMinCols || a.k < kQKK) {
+    avx512::mat_q5_k_panel(a);
+  } else {
+    gemm<Q5K>(a);
+  }
+}
+
+void mat_iq4_xs_panel(const MatArgs& a) {
+  if (a.cols < kMinCols || a.k < kQKK) {
+    avx512::mat_iq4_xs_panel(a);
+  } else {
+    gemm<IQ4XS>(a);
   }
 }
 

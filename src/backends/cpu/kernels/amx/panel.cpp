@@ -1,11 +1,12 @@
-// amx tier: the avx512 tier with its Q4_0 / Q8_0 panel GEMMs on AMX tiles
+// amx tier: the avx512 tier with its Q4_0 / IQ4_NL / Q8_0 panel GEMMs on AMX tiles
 // (AMX-INT8: Sapphire Rapids and later). A panel's block is already a B
 // tile: 16 rows x 32 k as 8 groups of [16 rows][4 k] (repack.h), so
 //   C[16 columns][16 rows] = A[16 columns][32 k] . B[8][64]   (tdpbssd)
 // gives one block's exact integer dots for 16 columns and 16 rows at once;
 // then, as in the avx512 kernel, one convert and one FMA by d_w d_x per
 // column: the same integers and float steps per block as the avx512 kernel.
-// Q4_0 nibbles are unpacked to int8 (q - 8) once per panel and call, and
+// Q4_0 nibbles are unpacked to int8 (q - 8), IQ4_NL's to their table values,
+// once per panel and call, and
 // reused by every column tile. GEMV shapes (a few columns) stay on avx512.
 #include "backends/cpu/kernels/avx512/intrin.h"
 
@@ -16,6 +17,7 @@
 #include "backends/cpu/kernels/amx/amx.h"
 #include "backends/cpu/kernels/avx512/avx512.h"
 #include "backends/cpu/kernels/repack.h"
+#include "backends/cpu/kernels/x86/iq4.h"
 
 namespace tessera::cpu::amx {
 namespace {
@@ -71,6 +73,28 @@ struct PanelQ4_0 {
         const __m512i v = _mm512_loadu_si512(q + 64 * l);
         const __m512i lo = _mm512_sub_epi8(_mm512_and_si512(v, m), eight);
         const __m512i hi = _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m), eight);
+        _mm512_storeu_si512(o + 64 * l, lo);
+        _mm512_storeu_si512(o + 64 * (l + 4), hi);
+      }
+    }
+    return out;
+  }
+};
+
+// IQ4_NL: Q4_0's nibbles, each mapped by vpshufb to its signed table value.
+struct PanelIQ4_NL {
+  static constexpr size_t kQuantBytes = 256;
+  static const uint8_t* b_tiles(const uint8_t* quants, int64_t blocks, uint8_t* out) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* q = quants + static_cast<size_t>(b) * kQuantBytes;
+      uint8_t* o = out + static_cast<size_t>(b) * kBTileBytes;
+      for (int l = 0; l < 4; ++l) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * l);
+        const __m512i lo = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m));
+        const __m512i hi = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
         _mm512_storeu_si512(o + 64 * l, lo);
         _mm512_storeu_si512(o + 64 * (l + 4), hi);
       }
@@ -198,6 +222,14 @@ void mat_q4_0_panel(const MatArgs& a) {
     avx512::mat_q4_0_panel(a);
   } else {
     gemm<PanelQ4_0>(a);
+  }
+}
+
+void mat_iq4_nl_panel(const MatArgs& a) {
+  if (a.cols < kMinCols) {
+    avx512::mat_iq4_nl_panel(a);
+  } else {
+    gemm<PanelIQ4_NL>(a);
   }
 }
 

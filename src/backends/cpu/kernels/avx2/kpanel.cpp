@@ -1,9 +1,9 @@
-// avx2 tier: Q4_K / Q6_K panels (x86/kpanels.h) with maddubs: a ymm is half
+// avx2 tier: Q4_K / Q5_K / Q6_K panels (x86/kpanels.h) with maddubs: a ymm is half
 // a 64-byte group (8 rows x 4 k). A sub-block's byte products add up in
 // 16-bit lanes while they stay exact (Q4_K: 8 groups, |sum| <= 8 * 2 * 15 *
-// 128 = 30720; Q6_K: 2 groups, <= 2 * 2 * 63 * 128 = 32256), then one
-// vpmaddwd by the scale (in both halves of each 32-bit lane) widens and
-// scales them at once.
+// 128 = 30720; Q5_K: 4 groups, <= 4 * 2 * 31 * 128 = 31744; Q6_K: 2 groups, <= 2 * 2 * 63 * 128 =
+// 32256), then one vpmaddwd by the scale (in both halves of each 32-bit lane) widens and scales
+// them at once.
 #include <immintrin.h>
 
 #include <cstring>
@@ -21,6 +21,7 @@ struct KVec256 {
   using Scale = __m256i;  // the scale in both 16-bit halves of a lane
   static constexpr int kRows = 8, kHalves = 2;
   static constexpr int kQ6Chain = 2;  // half a 16-element sub-block per chain
+  static constexpr int kQ5Chain = 4;  // half a Q5_K sub-block per chain
   static constexpr bool kNibbleX16 = false;  // maddubs pairs of 240 x 128 would saturate
   static constexpr size_t kGroupBytes = 32, kHalfScaleBytes = 16;
 
@@ -60,6 +61,23 @@ struct KVec256 {
     const I x = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(x4)));
     return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u8, x));
   }
+  // The signed IQ4 levels; dots by the sign trick, as the Q8_0 panels:
+  // maddubs(|w|, sign(a, w)) pairs <= 2 * 127 * 128, widened per group.
+  static I iq4_table() {
+    return _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+  }
+  static I lut(I table, I idx) { return _mm256_shuffle_epi8(table, idx); }
+  static I sdot_init(int32_t) { return _mm256_setzero_si256(); }
+  static I sdot(I acc, I w, const int8_t* x4) {
+    const I x = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(x4)));
+    const I p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+  }
+  static I mul32(I a, I b) { return _mm256_mullo_epi32(a, b); }
+  static I load_u16(const uint8_t* p) {
+    return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
   static Scale scale(I v) {  // v in int16 range
     return _mm256_or_si256(_mm256_and_si256(v, set1(0xFFFF)), _mm256_slli_epi32(v, 16));
   }
@@ -90,6 +108,12 @@ constexpr int kCols = 2;
 
 void avx2::mat_q4_k_panel(const MatArgs& a) {
   KPanelKernel<KVec256, Q4KPanel, kStreams, kCols>::run(a);
+}
+void avx2::mat_q5_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec256, Q5KPanel, kStreams, kCols>::run(a);
+}
+void avx2::mat_iq4_xs_panel(const MatArgs& a) {
+  KPanelKernel<KVec256, IQ4XSPanel, kStreams, kCols>::run(a);
 }
 void avx2::mat_q6_k_panel(const MatArgs& a) {
   KPanelKernel<KVec256, Q6KPanel, kStreams, kCols>::run(a);

@@ -1,4 +1,4 @@
-// avx2 tier: Q4_0 / Q8_0 weights in 16-row panels (repack.h) times Q8
+// avx2 tier: Q4_0 / IQ4_NL / Q8_0 weights in 16-row panels (repack.h) times Q8
 // activations. Each 64-byte group of a panel is two ymm of 8 rows x 4 k;
 // four activation bytes are broadcast to every lane, so a row's sum stays in
 // its own 32-bit lane (outer-product form, as the avx512 tier).
@@ -15,6 +15,7 @@
 
 #include "backends/cpu/kernels/avx2/avx2.h"
 #include "backends/cpu/kernels/repack.h"
+#include "backends/cpu/kernels/x86/iq4.h"
 #include "backends/cpu/kernels/x86/panels.h"
 
 namespace tessera::cpu::avx2 {
@@ -67,6 +68,33 @@ struct PanelQ8_0 {
         s32[c] = _mm256_add_epi32(
             s32[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), _mm256_set1_epi16(1)));
       }
+    }
+  }
+};
+
+// IQ4_NL: Q4_0's nibbles mapped by vpshufb to the signed table values, then
+// Q8_0's dot: maddubs(|w|, sign(a, w)) (|w| <= 127: a pair <= 2 * 127 * 127,
+// no saturation) and a madd per group.
+struct PanelIQ4_NL {
+  static constexpr size_t kQuantBytes = 256;
+  template <int C>
+  static void block(const uint8_t* q, int h, const BlockQ8* const* xb, __m256i s32[C]) {
+    for (int c = 0; c < C; ++c) s32[c] = _mm256_setzero_si256();
+    const __m256i m = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+    const auto dot = [&](__m256i w, int at) {
+      const __m256i aw = _mm256_sign_epi8(w, w);
+      for (int c = 0; c < C; ++c) {
+        const __m256i sa = _mm256_sign_epi8(bcast4(xb[c]->qs + at), w);
+        s32[c] = _mm256_add_epi32(s32[c], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones));
+      }
+    };
+#pragma GCC unroll 1
+    for (int l = 0; l < 4; ++l) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * l + 32 * h));
+      dot(_mm256_shuffle_epi8(table, _mm256_and_si256(v, m)), 4 * l);
+      dot(_mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m)), 16 + 4 * l);
     }
   }
 };
@@ -288,6 +316,9 @@ struct GemvGroupQ4_0 {
 
 void mat_q4_0_panel(const MatArgs& a) {
   run_gemv_groups<Tiles<PanelQ4_0>, GemvGroupQ4_0, kStreams>(a);
+}
+void mat_iq4_nl_panel(const MatArgs& a) {
+  run_gemv_groups<Tiles<PanelIQ4_NL>, GemvGroup<PanelIQ4_NL>, kStreams>(a);
 }
 void mat_q8_0_panel(const MatArgs& a) {
   run_gemv_groups<Tiles<PanelQ8_0>, GemvGroup<PanelQ8_0>, kStreams>(a);

@@ -25,8 +25,14 @@ struct DotMaddubs {
 
 }  // namespace
 
-extern constinit const Kernels kAvx2Kernels = X86Table<Vec, DotMaddubs, TileSizes{4, 3, 4, 2, 6, 2, 6, 6, 2}>::make(
-    Isa::kAvx2, avx2::mat_q4_0_panel, avx2::mat_q8_0_panel, avx2::mat_q4_k_panel,
-    avx2::mat_q6_k_panel);
+extern constinit const Kernels kAvx2Kernels =
+    X86Table<Vec, DotMaddubs, TileSizes{4, 3, 4, 2, 6, 2, 6, 6, 2}>::make(
+        Isa::kAvx2, PanelFns{.q4_0 = avx2::mat_q4_0_panel,
+                             .q8_0 = avx2::mat_q8_0_panel,
+                             .iq4_nl = avx2::mat_iq4_nl_panel,
+                             .q4_k = avx2::mat_q4_k_panel,
+                             .q5_k = avx2::mat_q5_k_panel,
+                             .q6_k = avx2::mat_q6_k_panel,
+                             .iq4_xs = avx2::mat_iq4_xs_panel});
 
 }  // namespace tessera::cpu

@@ -8,7 +8,10 @@ namespace tessera::cpu::avx512 {
 
 void mat_q4_0_panel(const MatArgs& a);
 void mat_q8_0_panel(const MatArgs& a);
+void mat_iq4_nl_panel(const MatArgs& a);
 void mat_q4_k_panel(const MatArgs& a);  // kpanel.cpp
+void mat_q5_k_panel(const MatArgs& a);
 void mat_q6_k_panel(const MatArgs& a);
+void mat_iq4_xs_panel(const MatArgs& a);
 
 }  // namespace tessera::cpu::avx512

@@ -1,4 +1,4 @@
-// avx512 tier: Q4_K / Q6_K panels (x86/kpanels.h) with zmm vpdpbusd: one
+// avx512 tier: Q4_K / Q5_K / Q6_K panels (x86/kpanels.h) with zmm vpdpbusd: one
 // zmm is a 64-byte group (16 rows x 4 k), a sub-block's dots sum exactly in
 // 32-bit lanes and take their scale with one vpmulld; mins and Q6_K's offset
 // are int16 pair products (vpdpwssd).
@@ -19,6 +19,7 @@ struct KVec512 {
   using Scale = __m512i;
   static constexpr int kRows = 16, kHalves = 1;
   static constexpr int kQ6Chain = 4;  // a whole 16-element sub-block per chain
+  static constexpr int kQ5Chain = 8;  // 32-bit sums: a whole sub-block per chain
   static constexpr bool kNibbleX16 = true;  // vpdpbusd takes u8 up to 240 unsaturated
   static constexpr size_t kGroupBytes = 64, kHalfScaleBytes = 32;
 
@@ -64,6 +65,18 @@ struct KVec512 {
             : "v"(u8), "m"(*reinterpret_cast<const int32_t*>(x4)));
     return acc;
   }
+  // IQ4 levels + 128 (unsigned for vpdpbusd); a dot starts at -128 x its activation sum.
+  static I iq4_table() {
+    return _mm512_broadcast_i32x4(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4LevelsU8.data())));
+  }
+  static I lut(I table, I idx) { return _mm512_shuffle_epi8(table, idx); }
+  static Acc sdot_init(int32_t act_sum) { return _mm512_set1_epi32(-kIq4LevelsOffset * act_sum); }
+  static Acc sdot(Acc acc, I w, const int8_t* x4) { return dot(acc, w, x4); }
+  static I mul32(I a, I b) { return _mm512_mullo_epi32(a, b); }
+  static I load_u16(const uint8_t* p) {
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
   static Scale scale(I v) { return v; }
   static I end(Acc acc, Scale s) { return _mm512_mullo_epi32(acc, s); }
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
@@ -88,12 +101,18 @@ struct KVec512 {
 // threads, alternating: 267-271 tok/s, 257-258 at 4 columns), 4 for Q6_K
 // (whose 4 sums per column and sub-block pair would not fit 8 columns).
 constexpr int kStreams = 4;
-constexpr int kQ4KCols = 8, kQ6KCols = 4;
+constexpr int kQ4KCols = 8, kQ5KCols = 8, kQ6KCols = 4, kIQ4XSCols = 8;
 
 }  // namespace
 
 void avx512::mat_q4_k_panel(const MatArgs& a) {
   KPanelKernel<KVec512, Q4KPanel, kStreams, kQ4KCols>::run(a);
+}
+void avx512::mat_q5_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec512, Q5KPanel, kStreams, kQ5KCols>::run(a);
+}
+void avx512::mat_iq4_xs_panel(const MatArgs& a) {
+  KPanelKernel<KVec512, IQ4XSPanel, kStreams, kIQ4XSCols>::run(a);
 }
 void avx512::mat_q6_k_panel(const MatArgs& a) {
   KPanelKernel<KVec512, Q6KPanel, kStreams, kQ6KCols>::run(a);

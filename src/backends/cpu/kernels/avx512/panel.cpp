@@ -1,8 +1,9 @@
-// avx512 tier: Q4_0 / Q8_0 weights in 16-row panels (repack.h) times Q8
+// avx512 tier: Q4_0 / IQ4_NL / Q8_0 weights in 16-row panels (repack.h) times Q8
 // activations, in outer-product form (kernels.md §2.3). One zmm holds 16 rows
 // x 4 consecutive k as u8; four activation bytes broadcast to every lane feed
 // one vpdpbusd, which yields 16 partial outputs with no horizontal sums.
-// Weights are unsigned (Q4_0 nibbles; Q8_0 bytes xor 0x80), so
+// Weights are unsigned (Q4_0 nibbles; Q8_0 bytes xor 0x80; IQ4_NL table
+// values + 128), so
 //   sum (q - o) a = dpbusd(q, a) - o sum(a),  o = 8 or 128,
 // with -o sum(a) as the initial accumulator: exact integers per block, then
 // one convert and one FMA by d_w d_a.
@@ -12,6 +13,7 @@
 
 #include "backends/cpu/kernels/avx512/avx512.h"
 #include "backends/cpu/kernels/repack.h"
+#include "backends/cpu/kernels/x86/iq4.h"
 #include "backends/cpu/kernels/x86/panels.h"
 
 namespace tessera::cpu::avx512 {
@@ -19,6 +21,11 @@ namespace {
 
 constexpr int kGroups = 8;       // 4-k groups per 32-k block
 constexpr int kTileColumns = 8;  // register tile: 16 rows x 8 columns
+
+inline __m512i iq4nl_table_u8() {
+  return _mm512_broadcast_i32x4(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4LevelsU8.data())));
+}
 
 struct PanelQ4_0 {
   static constexpr size_t kQuantBytes = 256;
@@ -30,6 +37,22 @@ struct PanelQ4_0 {
       const __m512i v = _mm512_loadu_si512(q + 64 * l);
       w[l] = _mm512_and_si512(v, m);
       w[l + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m);
+    }
+  }
+};
+
+// IQ4_NL: Q4_0's nibbles, each mapped by vpshufb to its table value + 128
+// (kvalues_iq4nl + 128 in [1, 241]: unsigned, as vpdpbusd wants).
+struct PanelIQ4_NL {
+  static constexpr size_t kQuantBytes = 256;
+  static constexpr int kOffset = kIq4LevelsOffset;
+  static void unpack(const uint8_t* q, __m512i w[kGroups]) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    const __m512i table = iq4nl_table_u8();
+    for (int l = 0; l < 4; ++l) {
+      const __m512i v = _mm512_loadu_si512(q + 64 * l);
+      w[l] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m));
+      w[l + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
     }
   }
 };
@@ -140,6 +163,9 @@ struct GemvGroup {
 
 void mat_q4_0_panel(const MatArgs& a) {
   run_gemv_groups<Tiles<PanelQ4_0>, GemvGroup<PanelQ4_0>, kStreams>(a);
+}
+void mat_iq4_nl_panel(const MatArgs& a) {
+  run_gemv_groups<Tiles<PanelIQ4_NL>, GemvGroup<PanelIQ4_NL>, kStreams>(a);
 }
 void mat_q8_0_panel(const MatArgs& a) {
   run_gemv_groups<Tiles<PanelQ8_0>, GemvGroup<PanelQ8_0>, kStreams>(a);

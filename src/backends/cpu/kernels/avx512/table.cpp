@@ -23,8 +23,14 @@ struct DotVnni {
 
 }  // namespace
 
-extern constinit const Kernels kAvx512Kernels = X86Table<Vec, DotVnni, TileSizes{4, 6, 4, 4, 16, 4, 6, 6, 4}>::make(
-    Isa::kAvx512, avx512::mat_q4_0_panel, avx512::mat_q8_0_panel, avx512::mat_q4_k_panel,
-    avx512::mat_q6_k_panel);
+extern constinit const Kernels kAvx512Kernels =
+    X86Table<Vec, DotVnni, TileSizes{4, 6, 4, 4, 16, 4, 6, 6, 4}>::make(
+        Isa::kAvx512, PanelFns{.q4_0 = avx512::mat_q4_0_panel,
+                               .q8_0 = avx512::mat_q8_0_panel,
+                               .iq4_nl = avx512::mat_iq4_nl_panel,
+                               .q4_k = avx512::mat_q4_k_panel,
+                               .q5_k = avx512::mat_q5_k_panel,
+                               .q6_k = avx512::mat_q6_k_panel,
+                               .iq4_xs = avx512::mat_iq4_xs_panel});
 
 }  // namespace tessera::cpu

@@ -1,4 +1,4 @@
-// Q4_K and Q6_K weights in 16-row panels (repack.h) times Q8_K activations,
+// Q4_K, Q5_K and Q6_K weights in 16-row panels (repack.h) times Q8_K activations,
 // written once for the avx2 and avx512 tiers: the tier's policy V supplies
 // the vectors (V::kRows rows of 32-bit lanes: 16 in a zmm, or 8 in a ymm, two
 // halves per panel) and its int8 dot product. Outer-product form, as the
@@ -12,8 +12,14 @@
 //     (the Q8_K bsums of its two 16s); sum_j m_j B_j as int16 pair products.
 //   Q6_K: x = d sc_s (q - 32) per 16-element sub-block s (q 6 bits, sc int8):
 //     row . col = d d_a (sum_s sc_s D_s - 32 sum_s sc_s B_s).
+//   Q5_K: as Q4_K with q of 5 bits (the fifth from qh).
+//   IQ4_XS: x = d (ls_j - 32) L[q] per 32-element sub-block j, L the IQ4
+//     levels (vpshufb on the nibbles): row . col = d d_a sum_j (ls_j - 32) D_j,
+//     D_j = sum L[q] a (V::sdot: a signed-weight dot, exact), |D_j| <= 32 *
+//     127 * 128 < 2^19, |sum (ls - 32) D| < 2^27.
 // Every integer is exact: |D_j| <= 32 * 15 * 128, |sum sc D| < 2^25 (Q4_K;
 // 2^29 where V::kNibbleX16 takes each D_j 16 times: vpdpbusd does not saturate);
+// Q5_K |D_j| <= 32 * 31 * 128, |sum sc D| < 2^26;
 // |D_s| <= 16 * 63 * 128, |sum sc D| + 32 |sum sc B| < 2^29 (Q6_K). Then one
 // or two FMAs per block and row, as the GGUF-layout kernels (row_dot.h).
 // Include in a tier's translation unit after defining V; internal linkage.
@@ -28,6 +34,7 @@
 #include "backends/cpu/kernels/kernels.h"
 #include "backends/cpu/kernels/repack.h"
 #include "backends/cpu/kernels/x86/fn_table.h"
+#include "backends/cpu/kernels/x86/iq4.h"
 
 namespace tessera::cpu {
 namespace {
@@ -66,12 +73,70 @@ template <class V, bool kPf>
   return V::load(q + 64 * g + V::kGroupBytes * static_cast<size_t>(h));
 }
 
-template <class V>
-struct Q4KPanel {
-  static constexpr size_t kScaleBytes = 4;    // d, dmin
-  static constexpr size_t kQuantBytes = 140;  // scales[12], qs[128]
+// Q4_K, and Q5_K (kFifth: the fifth bit of each q from qh, ORed in as bit 4
+// before the dot; its quants are scales[12], qh[32], qs[128], so qs starts
+// at group 11 instead of 3).
+template <class V, bool kFifth>
+struct KMinPanel {
+  static constexpr size_t kScaleBytes = 4;                   // d, dmin
+  static constexpr size_t kQuantBytes = kFifth ? 172 : 140;  // scales[12], (qh[32],) qs[128]
+  static constexpr int kQs = kFifth ? 11 : 3;                // group of qs bytes 0-3
+  // High nibbles dotted in place (16 q) only without a fifth bit (16 q of 5
+  // bits would not fit a byte).
+  static constexpr bool kX16 = V::kNibbleX16 && !kFifth;
+  // Groups per 16-bit dot chain where V's Acc is int16 pairs: 8 Q4_K groups
+  // sum to <= 8 * 2 * 15 * 128 = 30720; Q5_K's to 4 * 2 * 31 * 128 = 31744.
+  static constexpr int kChain = kFifth ? V::kQ5Chain : 8;
   using I = typename V::I;
   using F = typename V::F;
+
+  // Bit kFrom of each byte of qh moved to bit 4 (16-bit shifts; the bit
+  // stays inside its byte, so no neighbour leaks in after the mask).
+  template <int kFrom>
+  [[gnu::always_inline]] static I bit4(I qh) {
+    const I m10 = V::set1(0x10101010);
+    if constexpr (kFrom <= 4) {
+      return V::and_(V::template slli16<4 - kFrom>(qh), m10);
+    } else {
+      return V::and_(V::template srli16<kFrom - 4>(qh), m10);
+    }
+  }
+
+  // Sub-blocks 2P (low nibbles) and 2P + 1 (high) of one block into isum.
+  template <int P, int C, bool kPf>
+  [[gnu::always_inline]] static void sub_pair(const uint8_t* q, int h, const block_q8_K* const* xb,
+                                              const I (&sc)[2], I* isum) {
+    const I m4 = V::set1(0x0F0F0F0F);
+    // With kX16 every sub-block's sum is taken 16 times (low nibbles by a
+    // 16-fold scale), and d by 1/16: exact, as powers of two.
+    const I sclo = V::byte_u(sc[P / 2], 2 * (P % 2));
+    const auto slo = V::scale(kX16 ? V::template slli32<4>(sclo) : sclo);
+    const auto shi = V::scale(V::byte_u(sc[P / 2], 2 * (P % 2) + 1));
+#pragma GCC unroll 2
+    for (int t0 = 0; t0 < 8; t0 += kChain) {
+      typename V::Acc dlo[C], dhi[C];
+      for (int c = 0; c < C; ++c) dlo[c] = dhi[c] = V::acc_zero();
+#pragma GCC unroll 8
+      for (int t = t0; t < t0 + kChain; ++t) {
+        const I v = load_group<V, kPf>(q, kQs + 8 * P + t, h);
+        I lo = V::and_(v, m4);
+        I hi = kX16 ? V::and_(v, V::set1(static_cast<int32_t>(0xF0F0F0F0)))
+                    : V::and_(V::template srli16<4>(v), m4);
+        if constexpr (kFifth) {  // qh bytes 4t..4t+3: bits 2P, 2P + 1 (read once per block)
+          const I qh = load_group < V, kPf && P == 0 > (q, 3 + t, h);
+          lo = V::or_(lo, bit4<2 * P>(qh));
+          hi = V::or_(hi, bit4<2 * P + 1>(qh));
+        }
+        for (int c = 0; c < C; ++c) {
+          dlo[c] = V::dot(dlo[c], lo, xb[c]->qs + 64 * P + 4 * t);
+          dhi[c] = V::dot(dhi[c], hi, xb[c]->qs + 64 * P + 32 + 4 * t);
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        isum[c] = V::add32(isum[c], V::add32(V::end(dlo[c], slo), V::end(dhi[c], shi)));
+      }
+    }
+  }
 
   // Block `q` (its quants; `s` its f16 scales), rows kRows h .. of the
   // panel, against columns xb[0 .. C): acc[c] += the rows' dots.
@@ -89,31 +154,10 @@ struct Q4KPanel {
         V::or_(V::and_(V::template srli32<4>(s2), m4), V::and_(V::template srli32<2>(s1), m30))};
     I isum[C];
     for (int c = 0; c < C; ++c) isum[c] = V::zero();
-#pragma GCC unroll 4
-    for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (low nibbles) and 2p + 1 (high)
-      typename V::Acc dlo[C], dhi[C];
-      for (int c = 0; c < C; ++c) dlo[c] = dhi[c] = V::acc_zero();
-#pragma GCC unroll 8
-      for (int t = 0; t < 8; ++t) {
-        const I v = load_group<V, kPf>(q, 3 + 8 * p + t, h);
-        // kNibbleX16: the high nibbles dotted in place, as 16 q (one and, no shift).
-        const I lo = V::and_(v, m4);
-        const I hi = V::kNibbleX16 ? V::and_(v, V::set1(static_cast<int32_t>(0xF0F0F0F0)))
-                                   : V::and_(V::template srli16<4>(v), m4);
-        for (int c = 0; c < C; ++c) {
-          dlo[c] = V::dot(dlo[c], lo, xb[c]->qs + 64 * p + 4 * t);
-          dhi[c] = V::dot(dhi[c], hi, xb[c]->qs + 64 * p + 32 + 4 * t);
-        }
-      }
-      // With kNibbleX16 every sub-block's sum is taken 16 times (low nibbles
-      // by a 16-fold scale), and d by 1/16: exact, as powers of two.
-      const I sclo = V::byte_u(sc[p / 2], 2 * (p % 2));
-      const auto slo = V::scale(V::kNibbleX16 ? V::template slli32<4>(sclo) : sclo);
-      const auto shi = V::scale(V::byte_u(sc[p / 2], 2 * (p % 2) + 1));
-      for (int c = 0; c < C; ++c) {
-        isum[c] = V::add32(isum[c], V::add32(V::end(dlo[c], slo), V::end(dhi[c], shi)));
-      }
-    }
+    sub_pair<0, C, kPf>(q, h, xb, sc, isum);
+    sub_pair<1, C, kPf>(q, h, xb, sc, isum);
+    sub_pair<2, C, kPf>(q, h, xb, sc, isum);
+    sub_pair<3, C, kPf>(q, h, xb, sc, isum);
     // Mins as int16 pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7).
     const I lo16 = V::set1(0x00FF00FF);
     const I m02 = V::and_(mn[0], lo16), m13 = V::and_(V::template srli32<8>(mn[0]), lo16);
@@ -129,12 +173,17 @@ struct Q4KPanel {
       ms = V::dot16(ms, m46, pair16(t[4], t[6]));
       ms = V::dot16(ms, m57, pair16(t[5], t[7]));
       const F dx = V::set1f(xb[c]->d);
-      const F dxs = V::kNibbleX16 ? V::set1f(xb[c]->d * 0.0625f) : dx;
+      const F dxs = kX16 ? V::set1f(xb[c]->d * 0.0625f) : dx;
       acc[c] = V::fmadd(V::cvt(isum[c]), V::mul(d, dxs), acc[c]);
       acc[c] = V::fnmadd(V::cvt(ms), V::mul(dmin, dx), acc[c]);
     }
   }
 };
+
+template <class V>
+using Q4KPanel = KMinPanel<V, false>;
+template <class V>
+using Q5KPanel = KMinPanel<V, true>;
 
 template <class V>
 struct Q6KPanel {
@@ -199,6 +248,59 @@ struct Q6KPanel {
       }
       const I sum = V::sub32(isum[c], V::template slli32<5>(os));
       acc[c] = V::fmadd(V::cvt(sum), V::mul(d, V::set1f(xb[c]->d)), acc[c]);
+    }
+  }
+};
+
+template <class V>
+struct IQ4XSPanel {
+  static constexpr size_t kScaleBytes = 4;    // d, scales_h (not an f16: moved as one)
+  static constexpr size_t kQuantBytes = 132;  // scales_l[4], qs[128]
+  using I = typename V::I;
+  using F = typename V::F;
+
+  // Sub-block J of one block into isum; sl: scales_l in each lane, sh: scales_h.
+  template <int J, int C, bool kPf>
+  [[gnu::always_inline]] static void sub(const uint8_t* q, int h, const block_q8_K* const* xb, I sl,
+                                         I sh, I table, I* isum) {
+    const I m4 = V::set1(0x0F0F0F0F);
+    // ls = low 4 bits from nibble J % 2 of scales_l[J / 2], high 2 from bits 2J of scales_h.
+    const I lo4 = V::and_(V::template srli32<8 * (J / 2) + 4 * (J % 2)>(sl), V::set1(0xF));
+    const I hi2 = V::and_(V::template slli32<4>(V::template srli32<2 * J>(sh)), V::set1(0x30));
+    const I sc = V::sub32(V::or_(lo4, hi2), V::set1(32));
+    typename V::Acc d[C];
+    for (int c = 0; c < C; ++c) {
+      const int16_t* bs = xb[c]->bsums;
+      d[c] = V::sdot_init(bs[2 * J] + bs[2 * J + 1]);
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) {  // qs bytes 16 J + 4t: elements 32 J + 4t (low), + 16 (high)
+      const I v = load_group<V, kPf>(q, 1 + 4 * J + t, h);
+      const I lo = V::lut(table, V::and_(v, m4));
+      const I hi = V::lut(table, V::and_(V::template srli16<4>(v), m4));
+      for (int c = 0; c < C; ++c) {
+        d[c] = V::sdot(d[c], lo, xb[c]->qs + 32 * J + 4 * t);
+        d[c] = V::sdot(d[c], hi, xb[c]->qs + 32 * J + 16 + 4 * t);
+      }
+    }
+    for (int c = 0; c < C; ++c) isum[c] = V::add32(isum[c], V::mul32(d[c], sc));
+  }
+
+  template <int C, bool kPf = false>
+  [[gnu::always_inline]] static void block(const uint8_t* s, const uint8_t* q, int h,
+                                           const block_q8_K* const* xb, F* acc) {
+    const I sl = load_group<V, kPf>(q, 0, h);
+    const I sh = V::load_u16(s + 32 + V::kHalfScaleBytes * h);
+    const I table = V::iq4_table();
+    I isum[C];
+    for (int c = 0; c < C; ++c) isum[c] = V::zero();
+    [&]<int... J>(std::integer_sequence<int, J...>) {
+      (sub<J, C, kPf>(q, h, xb, sl, sh, table, isum), ...);
+    }
+    (std::make_integer_sequence<int, 8>{});
+    const F d = V::load_f16(s + V::kHalfScaleBytes * h);
+    for (int c = 0; c < C; ++c) {
+      acc[c] = V::fmadd(V::cvt(isum[c]), V::mul(d, V::set1f(xb[c]->d)), acc[c]);
     }
   }
 };

@@ -31,6 +31,13 @@ struct TileSizes {
 // and 113-115 at 1024 (a column group's k slice is reused by more panels).
 inline constexpr int64_t kF16GemmRows = 1024;
 
+// A tier's own panel kernels (each tier's panel.cpp / kpanel.cpp).
+struct PanelFns {
+  void (*q4_0)(const MatArgs&), (*q8_0)(const MatArgs&), (*iq4_nl)(const MatArgs&);
+  void (*q4_k)(const MatArgs&), (*q5_k)(const MatArgs&), (*q6_k)(const MatArgs&);
+  void (*iq4_xs)(const MatArgs&);
+};
+
 template <class V, class Dot, TileSizes kT>
 struct X86Table {
   template <class Fmt>
@@ -38,10 +45,7 @@ struct X86Table {
     RowDot<LegacyRow<Dot, Fmt>::template Fn, kT.row_cols>::run(a);
   }
 
-  static constexpr Kernels make(Isa isa, void (*q4_0_panel)(const MatArgs&),
-                                void (*q8_0_panel)(const MatArgs&),
-                                void (*q4_k_panel)(const MatArgs&),
-                                void (*q6_k_panel)(const MatArgs&)) {
+  static constexpr Kernels make(Isa isa, PanelFns p) {
     return Kernels{
         .isa = isa,
         .quantize_q8 = quantize_q8<V>,
@@ -57,12 +61,15 @@ struct X86Table {
         .q8_0 = {legacy<FmtQ8_0>, ActFormat::kQ8},
         .q4_k = {RowDot<Q4KRow<Dot>::template Fn, kT.row_cols>::run, ActFormat::kQ8K},
         .q6_k = {RowDot<Q6KRow<Dot>::template Fn, kT.row_cols>::run, ActFormat::kQ8K},
-        .q4_0_panel = {q4_0_panel, ActFormat::kQ8},
-        .q8_0_panel = {q8_0_panel, ActFormat::kQ8},
+        .q4_0_panel = {p.q4_0, ActFormat::kQ8},
+        .q8_0_panel = {p.q8_0, ActFormat::kQ8},
+        .iq4_nl_panel = {p.iq4_nl, ActFormat::kQ8},
         .f16_panel = {F16Panels<V, kT.f16_gemv_panels, kT.f16_cols>::run, ActFormat::kF32Groups,
                       kF16GemmRows},
-        .q4_k_panel = {q4_k_panel, ActFormat::kQ8K},
-        .q6_k_panel = {q6_k_panel, ActFormat::kQ8K},
+        .q4_k_panel = {p.q4_k, ActFormat::kQ8K},
+        .q5_k_panel = {p.q5_k, ActFormat::kQ8K},
+        .q6_k_panel = {p.q6_k, ActFormat::kQ8K},
+        .iq4_xs_panel = {p.iq4_xs, ActFormat::kQ8K},
         .attn_f16 = Attn<V>::run,
         .attn_f16_tiles = AttnTiles<V, kT.attn_score_vecs, kT.attn_score_keys, kT.attn_pv_rows,
                                     kT.attn_pv_vecs>::run,

@@ -1,0 +1,21 @@
+// The IQ4 levels (kvalues_iq4nl) as the x86 kernels look them up: 16 bytes
+// that vpshufb indexes by nibble, signed as they are (avx2 maddubs with the
+// sign trick; AMX tdpbssd) or plus 128 (vpdpbusd wants unsigned weights:
+// sum (w + 128) a - 128 sum a is the dot, exactly).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/quants.h"
+
+namespace tessera::cpu {
+
+inline constexpr std::array<uint8_t, 16> kIq4LevelsU8 = [] {
+  std::array<uint8_t, 16> t{};
+  for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kvalues_iq4nl[i] + 128);
+  return t;
+}();
+inline constexpr int kIq4LevelsOffset = 128;
+
+}  // namespace tessera::cpu
