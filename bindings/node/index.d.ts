@@ -41,6 +41,9 @@ export interface LlamaCompletionOptions {
   n_probs?: number;        // alternatives per token in completion_probabilities
   logit_bias?: Array<[number, number | false]> | Record<string, number | false>;
   grammar?: string;        // GBNF (llama.cpp's syntax): the output keeps to it
+  reasoning_format?: 'none' | 'auto' | 'deepseek';  // default: auto for messages, none for a prompt
+  chat_template_kwargs?: Record<string, unknown>;
+  enable_thinking?: boolean;
   json_schema?: object;    // or a JSON schema
   response_format?: { type: 'text' | 'json_object' | 'json_schema'; schema?: object;
                       json_schema?: { name?: string; schema: object; strict?: boolean } };
@@ -55,6 +58,8 @@ export interface TokenProbability {
 
 export interface LlamaCompletionToken {
   token: string;           // the new text, whole UTF-8 characters
+  content?: string;        // its answer part
+  reasoning_content?: string;  // its thinking part
   completion_probabilities?: TokenProbability[];
 }
 

@@ -42,20 +42,30 @@ class ChatRenderer {
   // Messages take OpenAI's shapes: content a string, an array of text parts
   // (joined) or null; other fields (name, tool_calls) go to the template.
   // Throws ChatError.
-  std::string render(const nlohmann::json& messages, bool add_generation_prompt) const;
+  // `kwargs`: more variables for the template (llama-server's
+  // chat_template_kwargs, e.g. {"enable_thinking": false}).
+  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
+                     const nlohmann::json& kwargs = nlohmann::json::object()) const;
   // The prompt's tokens: the template's own markers become special tokens,
   // the text of the messages never does (a user typing "</s>" gets text).
   std::vector<TokenId> tokenize(const nlohmann::json& messages, bool add_generation_prompt,
-                                const Tokenizer& tokenizer) const;
+                                const Tokenizer& tokenizer,
+                                const nlohmann::json& kwargs = nlohmann::json::object()) const;
 
   // The built-in templates' names, comma-separated (for --help).
   static std::string builtin_names();
 
  private:
-  std::string apply(const nlohmann::json& messages, bool add_generation_prompt) const;
+  std::string apply(const nlohmann::json& messages, bool add_generation_prompt,
+                    const nlohmann::json& kwargs) const;
 
   std::shared_ptr<const ChatTemplate> template_;
   std::string bos_, eos_;
 };
+
+// Whether a prompt leaves the model inside its thinking: its last tokens
+// render as "<think>" (and maybe a newline), as reasoning models' templates
+// open it.
+bool prompt_opens_thinking(const std::vector<TokenId>& prompt, const Tokenizer& tokenizer);
 
 }  // namespace tessera::serving

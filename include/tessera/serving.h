@@ -64,6 +64,10 @@ struct GenerationParams {
   bool ignore_eos = false;
   bool cache_prompt = true;  // reuse the longest cached prefix of any slot
   int top_logprobs = -1;     // -1: no log-probabilities; 0..N: the chosen token's and N more
+  // Thinking between <think> and </think> goes to Event::reasoning instead
+  // of Event::text; `reasoning_open`: the prompt already opened it.
+  bool split_reasoning = false;
+  bool reasoning_open = false;
   // Token masks for the sampler chain (grammars, JSON schemas): called once
   // per request, the stages go after the banned tokens.
   std::function<std::vector<std::unique_ptr<SamplerStage>>()> masks;
@@ -78,6 +82,7 @@ struct TokenProb {
 // One piece of a request's output, in order. The last has done set.
 struct Event {
   std::string text;  // new text, whole UTF-8 characters
+  std::string reasoning;  // new thinking, with GenerationParams::split_reasoning
   // Per generated token in this event (when top_logprobs >= 0): the chosen
   // token and the top alternatives.
   std::vector<std::pair<TokenProb, std::vector<TokenProb>>> probs;
@@ -221,6 +226,7 @@ class Generator {
   void assign(Slot& slot, std::shared_ptr<Request> request);
   bool deferred(const Request& r) const;
   void handle_token(Slot& slot, std::span<const float> logits);
+  void put_text(Slot& slot, std::string&& text, bool last);
   void finish(Slot& slot, FinishReason reason, const std::string& error = {});
   // Runs `task` between two steps: on the generator's thread once started
   // (waiting for it), else here. Its exceptions reach the caller.

@@ -98,24 +98,28 @@ ChatRenderer::ChatRenderer(const gguf::File& file, const Tokenizer& tokenizer,
 }
 
 std::vector<TokenId> ChatRenderer::tokenize(const nlohmann::json& messages, bool add_generation_prompt,
-                                           const Tokenizer& tokenizer) const {
+                                           const Tokenizer& tokenizer, const nlohmann::json& kwargs) const {
   const nlohmann::json normal = normalize(messages);
-  const std::string text = apply(normal, add_generation_prompt);
+  const std::string text = apply(normal, add_generation_prompt, kwargs);
   // BOS is the tokenizer's to add (the render has none, as llama.cpp does);
   // the template's own markers are special tokens, the messages' text never.
   return tokenizer.tokenize(text, true, true, content_ranges(text, normal));
 }
 
-std::string ChatRenderer::render(const nlohmann::json& messages, bool add_generation_prompt) const {
-  return apply(normalize(messages), add_generation_prompt);
+std::string ChatRenderer::render(const nlohmann::json& messages, bool add_generation_prompt,
+                                 const nlohmann::json& kwargs) const {
+  return apply(normalize(messages), add_generation_prompt, kwargs);
 }
 
-std::string ChatRenderer::apply(const nlohmann::json& messages, bool add_generation_prompt) const {
+std::string ChatRenderer::apply(const nlohmann::json& messages, bool add_generation_prompt,
+                                const nlohmann::json& kwargs) const {
   ChatTemplateInputs in;
   in.add_generation_prompt = add_generation_prompt;
   in.bos_token = bos_;
   in.eos_token = eos_;
   in.extra_context = {{"enable_thinking", true}};  // as llama.cpp passes it
+  if (!kwargs.is_object()) throw ChatError("chat_template_kwargs must be an object");
+  for (const auto& [k, v] : kwargs.items()) in.extra_context[k] = v;
   try {
     // The tokenizer adds BOS itself when the model asks for it.
     return template_->apply(nlohmann::ordered_json(messages), in, {.strip_leading_bos = true});
@@ -124,6 +128,15 @@ std::string ChatRenderer::apply(const nlohmann::json& messages, bool add_generat
   } catch (const std::exception& e) {
     throw ChatError(fmt::format("the chat template failed on these messages: {}", e.what()));
   }
+}
+
+bool prompt_opens_thinking(const std::vector<TokenId>& prompt, const Tokenizer& tokenizer) {
+  std::string tail;
+  for (size_t i = prompt.size() - std::min<size_t>(prompt.size(), 4); i < prompt.size(); ++i) {
+    tail += tokenizer.token_to_piece(prompt[i], /*render_special=*/true);
+  }
+  while (!tail.empty() && (tail.back() == '\n' || tail.back() == ' ')) tail.pop_back();
+  return tail.ends_with("<think>");
 }
 
 }  // namespace tessera::serving

@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <cmath>
 #include <future>
+#include <optional>
 
+#include "serving/reasoning.h"
 #include "serving/session_file.h"
 #include "serving/text_stream.h"
 #include "tessera/error.h"
@@ -82,6 +84,7 @@ struct Generator::Slot {
   TokenId last = -1;            // sampled, not yet decoded
   std::unique_ptr<Sampler> sampler;
   TextStream text;
+  std::optional<ReasoningSplitter> reasoning;
   int64_t n_gen = 0, n_cached = 0;
   Event pending;          // what the next event sends
   int batch_index = -1;   // this step's token asking for logits
@@ -273,6 +276,8 @@ void Generator::assign(Slot& slot, std::shared_ptr<Request> r) {
   slot.n_cached = static_cast<int64_t>(keep);
   slot.n_gen = 0;
   slot.text = TextStream(p.stop);
+  slot.reasoning.reset();
+  if (p.split_reasoning) slot.reasoning.emplace(p.reasoning_open);
   slot.pending = Event{};
   SamplerParams sp = p.sampling;
   if (p.ignore_eos) sp.banned.insert(sp.banned.end(), eog_tokens_.begin(), eog_tokens_.end());
@@ -436,15 +441,33 @@ void Generator::handle_token(Slot& s, std::span<const float> logits) {
     return;
   }
   // Send what is certain: a partial stop string or UTF-8 character waits.
-  s.pending.text = s.text.take_ready();
-  if (!s.pending.text.empty() || !s.pending.probs.empty()) s.send(std::exchange(s.pending, Event{}));
+  put_text(s, s.text.take_ready(), false);
+  if (!s.pending.text.empty() || !s.pending.reasoning.empty() || !s.pending.probs.empty()) {
+    s.send(std::exchange(s.pending, Event{}));
+  }
+}
+
+// New text into the next event: as it is, or split into thinking and answer.
+void Generator::put_text(Slot& s, std::string&& text, bool last) {
+  if (!s.reasoning) {
+    s.pending.text += text;
+    return;
+  }
+  ReasoningSplitter::Parts parts = s.reasoning->add(text);
+  if (last) {
+    ReasoningSplitter::Parts rest = s.reasoning->finish();
+    parts.reasoning += rest.reasoning;
+    parts.content += rest.content;
+  }
+  s.pending.reasoning += parts.reasoning;
+  s.pending.text += parts.content;
 }
 
 void Generator::finish(Slot& s, FinishReason reason, const std::string& error) {
   const Clock::time_point now = Clock::now();
   const bool started = s.state == Slot::State::kGenerating;
+  put_text(s, s.text.take_rest(), true);
   Event e = std::exchange(s.pending, Event{});
-  e.text += s.text.take_rest();
   e.done = true;
   e.finish = reason;
   e.error = error;

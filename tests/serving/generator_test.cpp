@@ -6,12 +6,15 @@
 #include <atomic>
 #include <fstream>
 #include <iterator>
+#include <regex>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "models/model_test_util.h"
+#include "serving/reasoning.h"
 #include "serving/text_stream.h"
+#include "tessera/grammar.h"
 #include "tessera/chat.h"
 #include "tessera/error.h"
 #include "tessera/gguf.h"
@@ -419,6 +422,61 @@ TEST_F(GeneratorTest, TheStopStringThatEndedTheTextIsReported) {
   }());
   EXPECT_EQ(r.last().finish, FinishReason::kStop);
   EXPECT_EQ(r.last().stop, "Lily");  // "Lily" comes before "park" in this story
+}
+
+}  // namespace
+}  // namespace tessera::serving
+
+namespace tessera::serving {
+namespace {
+
+// The thinking splits from the answer however the text is cut into pieces.
+TEST(ReasoningSplitterTest, SplitsAtEveryCut) {
+  struct Case {
+    bool open;
+    std::string text, reasoning, content;
+  };
+  const std::vector<Case> cases = {
+      {false, "<think>plan a</think>\n\nThe answer.", "plan a", "The answer."},
+      {false, "\n <think>x</think>y", "x", "y"},
+      {true, "step 1\nstep 2</think>Done", "step 1\nstep 2", "Done"},
+      {false, "No thinking <think> here", "", "No thinking <think> here"},
+      {false, "<think>never closed", "never closed", ""},
+      {false, "<thin", "", "<thin"},
+      {false, "<think>a</thinking> b</think>c", "a</thinking> b", "c"},
+  };
+  for (const Case& c : cases) {
+    for (size_t cut = 0; cut <= c.text.size(); ++cut) {
+      for (size_t cut2 = cut; cut2 <= c.text.size(); cut2 += 3) {
+        ReasoningSplitter s(c.open);
+        std::string reasoning, content;
+        for (const std::string_view piece : {std::string_view(c.text).substr(0, cut),
+                                             std::string_view(c.text).substr(cut, cut2 - cut),
+                                             std::string_view(c.text).substr(cut2)}) {
+          const ReasoningSplitter::Parts p = s.add(piece);
+          reasoning += p.reasoning;
+          content += p.content;
+        }
+        const ReasoningSplitter::Parts rest = s.finish();
+        EXPECT_EQ(reasoning + rest.reasoning, c.reasoning) << c.text << " cut " << cut << "," << cut2;
+        EXPECT_EQ(content + rest.content, c.content) << c.text << " cut " << cut << "," << cut2;
+      }
+    }
+  }
+}
+
+// In the generator: events carry the thinking apart from the text.
+TEST_F(GeneratorTest, ThinkingComesApartFromTheAnswer) {
+  GenerationParams p = greedy(80);
+  p.sampling.temp = 1.0f;
+  p.sampling.seed = 11;
+  p.split_reasoning = true;
+  p.masks = grammar::masks(grammar::Grammar::parse("root ::= \"<think>\" [a-z ]{3,12} \"</think>\" \" \" [A-Z] [a-z]{2,6} \".\"\n"), *tok_);
+  const Result r = alone("Once upon a time", p);
+  std::string reasoning;
+  for (const Event& e : r.events) reasoning += e.reasoning;
+  EXPECT_TRUE(std::regex_match(reasoning, std::regex("^[a-z ]{3,12}$"))) << reasoning;
+  EXPECT_TRUE(std::regex_match(r.text(), std::regex("^[A-Z][a-z]{2,6}\\.$"))) << r.text();
 }
 
 }  // namespace

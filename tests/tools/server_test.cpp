@@ -11,6 +11,7 @@
 #include <functional>
 #include <mutex>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -425,6 +426,42 @@ TEST_F(ServerTest, GrammarConstrainsSampledOutput) {
                400, "line 1, column 14");
   expect_error(c.Post("/v1/completions", json{{"prompt", "x"}, {"grammar", 3}}.dump(), "application/json"),
                400, "'grammar' must be a string");
+}
+
+// Thinking in <think>...</think> goes to reasoning_content (streamed as
+// delta.reasoning_content) unless reasoning_format is none. A grammar makes
+// stories260K think.
+TEST_F(ServerTest, ThinkingGoesToReasoningContent) {
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 60},
+                     {"temperature", 1.0}, {"seed", 3},
+                     {"grammar", "root ::= \"<think>\" [a-z ]{3,12} \"</think>\" \" \" [A-Z] [a-z]{2,6} \".\""}};
+  const json r = post(*server_, "/v1/chat/completions", body);
+  const json& m = r["choices"][0]["message"];
+  EXPECT_TRUE(std::regex_match(m["reasoning_content"].get<std::string>(), std::regex("^[a-z ]{3,12}$"))) << m;
+  EXPECT_TRUE(std::regex_match(m["content"].get<std::string>(), std::regex("^[A-Z][a-z]{2,6}\\.$"))) << m;
+  json plain = body;
+  plain["reasoning_format"] = "none";
+  const json n = post(*server_, "/v1/chat/completions", plain);
+  EXPECT_EQ(n["choices"][0]["message"]["content"],
+            "<think>" + m["reasoning_content"].get<std::string>() + "</think> " + m["content"].get<std::string>());
+  EXPECT_FALSE(n["choices"][0]["message"].contains("reasoning_content"));
+  // Streamed: the deltas add up to the same two texts.
+  json streamed = body;
+  streamed["stream"] = true;
+  auto res = server_->client().Post("/v1/chat/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::string reasoning, content;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: {")) continue;
+    const json chunk = json::parse(line.substr(6));
+    if (chunk["choices"].empty()) continue;
+    const json& d = chunk["choices"][0]["delta"];
+    reasoning += d.value("reasoning_content", "");
+    content += d.value("content", "");
+  }
+  EXPECT_EQ(reasoning, m["reasoning_content"]);
+  EXPECT_EQ(content, m["content"]);
 }
 
 // response_format with a JSON schema (and json_object): the sampled text

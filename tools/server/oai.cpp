@@ -54,6 +54,13 @@ bool boolean(const json& body, const char* key, bool fallback) {
   return it->get<bool>();
 }
 
+std::string string_field(const json& body, const char* key, const std::string& fallback) {
+  const auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return fallback;
+  if (!it->is_string()) bad_request("'{}' must be a string, found {}", key, excerpt(*it));
+  return it->get<std::string>();
+}
+
 std::vector<std::string> stop_strings(const json& body) {
   std::vector<std::string> stop;
   const auto it = body.find("stop");
@@ -92,7 +99,12 @@ std::vector<TokenId> chat_prompt(const json& body, const Tokenizer& tokenizer,
   if (it == body.end() || !it->is_array() || it->empty()) {
     bad_request("'messages' must be a non-empty array");
   }
-  return renderer.tokenize(*it, true, tokenizer);
+  json kwargs = json::object();
+  if (const auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
+    if (!k->is_object()) bad_request("'chat_template_kwargs' must be an object");
+    kwargs = *k;
+  }
+  return renderer.tokenize(*it, true, tokenizer, kwargs);
 }
 
 // Fields that would change the output but are not implemented: a 400
@@ -348,6 +360,16 @@ CompletionRequest parse_completion(const json& body, bool chat, const Tokenizer&
     r.include_usage = boolean(*it, "include_usage", false);
   }
   r.prompt = chat ? chat_prompt(body, tokenizer, renderer) : completion_prompt(body, tokenizer);
+  if (chat) {
+    // reasoning_format: "none" keeps the thinking in the content; "auto" (the
+    // default) and "deepseek" move it to reasoning_content.
+    const std::string format = string_field(body, "reasoning_format", "auto");
+    if (format != "none" && format != "auto" && format != "deepseek") {
+      bad_request("'reasoning_format' must be none, auto or deepseek");
+    }
+    r.params.split_reasoning = format != "none";
+    r.params.reasoning_open = serving::prompt_opens_thinking(r.prompt, tokenizer);
+  }
   return r;
 }
 
@@ -373,16 +395,18 @@ const char* finish_reason_json(serving::FinishReason r) {
 
 json completion_response(const ResponseHead& h, const std::vector<serving::Event>& events) {
   const serving::Event& last = events.back();
-  std::string text;
+  std::string text, reasoning;
   std::vector<const serving::Event*> ptrs;
   for (const serving::Event& e : events) {
     text += e.text;
+    reasoning += e.reasoning;
     ptrs.push_back(&e);
   }
   json choice = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish)}};
   choice["logprobs"] = h.logprobs ? logprobs_json(ptrs, h.chat) : json(nullptr);
   if (h.chat) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
+    if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
   } else {
     choice["text"] = text;
   }
@@ -406,7 +430,9 @@ json text_chunk(const ResponseHead& h, const serving::Event& e) {
   json c = {{"index", 0}, {"finish_reason", nullptr}};
   c["logprobs"] = h.logprobs ? logprobs_json({&e}, h.chat) : json(nullptr);
   if (h.chat) {
-    c["delta"] = {{"content", e.text}};
+    c["delta"] = json::object();
+    if (!e.text.empty() || e.reasoning.empty()) c["delta"]["content"] = e.text;
+    if (!e.reasoning.empty()) c["delta"]["reasoning_content"] = e.reasoning;
   } else {
     c["text"] = e.text;
   }

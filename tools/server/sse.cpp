@@ -32,7 +32,9 @@ class Writer {
 
 // One event out; true while more may follow.
 bool send(Writer& out, const Stream& s, const serving::Event& e) {
-  if ((!e.text.empty() || !e.probs.empty()) && !out.data(text_chunk(s.head, e))) return false;
+  if ((!e.text.empty() || !e.reasoning.empty() || !e.probs.empty()) && !out.data(text_chunk(s.head, e))) {
+    return false;
+  }
   if (!e.done) return true;
   if (e.finish == serving::FinishReason::kError) {
     out.data(HttpError(500, e.error).to_json());

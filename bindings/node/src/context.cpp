@@ -112,7 +112,7 @@ struct Job {
   std::mutex mutex;  // request
   std::shared_ptr<serving::Request> request;
   // JS thread only:
-  std::string text;
+  std::string text, reasoning;
   nlohmann::json probs = nlohmann::json::array();
   std::optional<Napi::Error> callback_error;  // onToken threw: the completion rejects with it
 
@@ -149,9 +149,9 @@ Napi::Object result_object(Napi::Env env, const Job& job, const serving::Event& 
   const int64_t prompt_n = e.n_prompt - e.n_cached;
   const bool length = e.finish == FinishReason::kLength;
   nlohmann::json r = {
-      {"text", job.text},
+      {"text", job.text},  // the answer; with reasoning_format none, the thinking too
       {"content", job.text},
-      {"reasoning_content", ""},
+      {"reasoning_content", job.reasoning},
       {"tokens_predicted", e.n_gen},
       {"tokens_evaluated", e.n_prompt},
       {"tokens_cached", e.n_cached},
@@ -183,11 +183,14 @@ Napi::Object result_object(Napi::Env env, const Job& job, const serving::Event& 
 void on_event(Napi::Env env, Napi::Function callback, const std::shared_ptr<Job>& job,
               const std::shared_ptr<Jobs>& jobs, serving::Event& e) {
   job->text += e.text;
+  job->reasoning += e.reasoning;
   nlohmann::json probs = e.probs.empty() ? nlohmann::json::array() : event_probs(e);
   for (auto& p : probs) job->probs.push_back(p);
-  if (job->has_callback && !job->callback_error && (!e.text.empty() || !probs.empty())) {
+  if (job->has_callback && !job->callback_error && (!e.text.empty() || !e.reasoning.empty() || !probs.empty())) {
     Napi::Object data = Napi::Object::New(env);
-    data.Set("token", Napi::String::New(env, e.text));
+    data.Set("token", Napi::String::New(env, e.reasoning + e.text));
+    if (!e.text.empty()) data.Set("content", Napi::String::New(env, e.text));
+    if (!e.reasoning.empty()) data.Set("reasoning_content", Napi::String::New(env, e.reasoning));
     if (!probs.empty()) data.Set("completion_probabilities", from_json(env, probs));
     try {
       callback.Call({data});
@@ -248,6 +251,7 @@ struct Prompt {
   std::optional<std::string> text;
   std::optional<nlohmann::json> messages;
   std::string chat_template;
+  nlohmann::json kwargs = nlohmann::json::object();  // chat_template_kwargs, enable_thinking
 };
 
 // Tokenizes the prompt and submits the request, on the worker pool; the
@@ -267,8 +271,10 @@ class SubmitWorker : public Napi::AsyncWorker {
     try {
       const Tokenizer& tok = state_->loaded.tokenizer;
       std::vector<TokenId> tokens =
-          prompt_.messages ? state_->renderer(prompt_.chat_template).tokenize(*prompt_.messages, true, tok)
-                           : tok.tokenize(*prompt_.text, true, true);
+          prompt_.messages
+              ? state_->renderer(prompt_.chat_template).tokenize(*prompt_.messages, true, tok, prompt_.kwargs)
+              : tok.tokenize(*prompt_.text, true, true);
+      if (params_.split_reasoning) params_.reasoning_open = serving::prompt_opens_thinking(tokens, tok);
       Napi::ThreadSafeFunction tsfn = job_->tsfn;
       std::weak_ptr<Job> weak = job_;
       std::shared_ptr<Jobs> jobs = jobs_;
@@ -280,9 +286,11 @@ class SubmitWorker : public Napi::AsyncWorker {
           [tsfn, job = job_, jobs, streaming, held = serving::Event{}](serving::Event&& e) mutable {
             if (!streaming) {
               held.text += e.text;
+              held.reasoning += e.reasoning;
               std::move(e.probs.begin(), e.probs.end(), std::back_inserter(held.probs));
               if (!e.done) return;
               e.text = std::move(held.text);
+              e.reasoning = std::move(held.reasoning);
               e.probs = std::move(held.probs);
             }
             auto event = std::make_shared<serving::Event>(std::move(e));
@@ -387,6 +395,17 @@ Napi::Value NativeContext::Completion(const Napi::CallbackInfo& info) {
     }
     serving::GenerationParams params = generation_params(o);
     check_sampler_params(params.sampling);
+    // Thinking to reasoning_content: by default for messages, as llama-server does.
+    const std::string reasoning = string(o, "reasoning_format", prompt.messages ? "auto" : "none");
+    if (reasoning != "none" && reasoning != "auto" && reasoning != "deepseek") {
+      throw Napi::TypeError::New(env, "option 'reasoning_format': expected 'none', 'auto' or 'deepseek'");
+    }
+    params.split_reasoning = reasoning != "none";
+    if (has(o, "chat_template_kwargs")) {
+      prompt.kwargs = to_json(o.Get("chat_template_kwargs"), "chat_template_kwargs");
+      if (!prompt.kwargs.is_object()) throw Napi::TypeError::New(env, "option 'chat_template_kwargs': expected an object");
+    }
+    if (has(o, "enable_thinking")) prompt.kwargs["enable_thinking"] = boolean(o, "enable_thinking", true);
     if (std::optional<std::string> g = output_grammar(o)) {
       try {
         params.masks = grammar::masks(grammar::Grammar::parse(*g), s->loaded.tokenizer);

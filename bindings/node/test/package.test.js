@@ -266,6 +266,25 @@ test('a GBNF grammar keeps sampled output in shape', async () => {
   }
 });
 
+test('thinking goes to reasoning_content for messages (a grammar makes the model think)', async () => {
+  const ctx = await tessera.loadModel({ model: stories, n_ctx: 512 });
+  try {
+    const grammar = 'root ::= "<think>" [a-z ]{3,12} "</think>" " " [A-Z] [a-z]{2,6} "."';
+    const messages = [{ role: 'user', content: 'Hi' }];
+    let streamedReasoning = '';
+    const r = await ctx.completion({ messages, n_predict: 60, temperature: 1, seed: 3, grammar },
+                                   (t) => { streamedReasoning += t.reasoning_content ?? ''; });
+    assert.match(r.reasoning_content, /^[a-z ]{3,12}$/);
+    assert.match(r.content, /^[A-Z][a-z]{2,6}\.$/);
+    assert.equal(streamedReasoning, r.reasoning_content);
+    const n = await ctx.completion({ messages, n_predict: 60, temperature: 1, seed: 3, grammar, reasoning_format: 'none' });
+    assert.equal(n.text, `<think>${r.reasoning_content}</think> ${r.content}`);
+    assert.equal(n.reasoning_content, '');
+  } finally {
+    await ctx.release();
+  }
+});
+
 test('bad options are TypeErrors naming the option', async () => {
   const ctx = await tessera.loadModel({ model: stories, n_ctx: 512 });
   try {
