@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -277,14 +278,18 @@ class StateTable {
       key.append(sizeof(void*), '\xff');  // no element pointer is all ones
     }
     const auto [it, added] = ids_.emplace(std::move(key), static_cast<int32_t>(states_.size()));
-    if (added) states_.push_back({std::move(stacks), p});
+    if (added) {
+      states_.push_back({std::move(stacks), p});
+      next_.emplace_back();
+      next_.back().fill(kUnknown);
+    }
     return it->second;
   }
 
-  // The state after `byte`, or -1.
+  // The state after `byte`, or -1: an array lookup once known.
   int32_t next(int32_t state, uint8_t byte) {
-    const uint64_t key = (static_cast<uint64_t>(state) << 8) | byte;
-    if (const auto it = transitions_.find(key); it != transitions_.end()) return it->second;
+    int32_t& slot = next_[static_cast<size_t>(state)][byte];
+    if (slot != kUnknown) return slot;
     Partial q;
     std::vector<Stack> stacks;
     int32_t to = -1;
@@ -294,22 +299,23 @@ class StateTable {
       case Matcher::Step::kSame: to = intern(std::vector<Stack>(from), q); break;
       case Matcher::Step::kNew: to = intern(std::move(stacks), q); break;
     }
-    transitions_.emplace(key, to);
+    next_[static_cast<size_t>(state)][byte] = to;  // intern() may have moved next_
     return to;
   }
 
-  size_t size() const { return states_.size() + transitions_.size(); }
+  size_t size() const { return states_.size(); }
   void clear() {
     states_.clear();
     ids_.clear();
-    transitions_.clear();
+    next_.clear();
   }
 
  private:
   const Grammar& g_;
   std::vector<std::pair<std::vector<Stack>, Partial>> states_;
   std::unordered_map<std::string, int32_t> ids_;
-  std::unordered_map<uint64_t, int32_t> transitions_;
+  static constexpr int32_t kUnknown = -2;
+  std::vector<std::array<int32_t, 256>> next_;  // per state and byte: the next state, -1, or kUnknown
 };
 
 class GrammarStage final : public SamplerStage {
@@ -361,7 +367,7 @@ class GrammarStage final : public SamplerStage {
   }
 
  private:
-  static constexpr size_t kMaxTable = size_t{1} << 22;
+  static constexpr size_t kMaxTable = size_t{1} << 14;  // states (1 KiB of transitions each)
   static constexpr size_t kMaxMasks = 64;
 
   // Marks the tokens under `node` that fit from `state`; a byte that breaks
