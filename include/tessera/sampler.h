@@ -50,6 +50,12 @@ struct Candidates {
   std::vector<TokenData> data;
   bool sorted = false;   // data is by logit, descending (ties: lower id first)
   int32_t selected = -1;  // set by the picking stage
+  // A hint for mask stages: only the best `pick_limit` tokens by logit
+  // (ties: lower id first) that survive the masks can be picked, so a mask
+  // may rule out everything below them without looking (0: no such bound).
+  // The standard chain sets it from top-k (1 when greedy) when no penalty
+  // reorders the logits after the masks.
+  int32_t pick_limit = 0;
 };
 
 // One step of a chain. Stages are called per token sampled (never per
@@ -100,6 +106,7 @@ class Sampler {
   std::vector<std::unique_ptr<SamplerStage>> stages_;
   Candidates candidates_;
   uint32_t seed_ = 0;
+  int32_t pick_limit_ = 0;  // Candidates::pick_limit
 };
 
 // The stages of the standard chain, for chains built by hand.

@@ -262,6 +262,8 @@ Sampler::Sampler(const SamplerParams& p, int64_t n_ctx,
                                             : static_cast<size_t>(p.repeat_last_n);
   add(sampling::penalties(p.repeat_penalty, p.presence_penalty, p.frequency_penalty, last_n));
   add(sampling::nan_guard());
+  const bool reordered = p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+  pick_limit_ = reordered ? 0 : p.temp <= 0.0f ? 1 : std::max(p.top_k, 0);
   if (p.temp <= 0.0f) {
     add(sampling::greedy());
     return;
@@ -286,6 +288,7 @@ int32_t Sampler::sample(std::span<const float> logits, SampleLogprobs* logprobs,
   for (size_t i = 0; i < logits.size(); ++i) c.data[i] = {static_cast<int32_t>(i), logits[i]};
   c.sorted = false;
   c.selected = -1;
+  c.pick_limit = pick_limit_;
   for (auto& stage : stages_) {
     stage->apply(c);
     if (c.selected >= 0) break;

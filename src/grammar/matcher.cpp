@@ -333,6 +333,7 @@ class GrammarStage final : public SamplerStage {
     }
     const int32_t state = table_.intern(std::vector<Stack>(matcher_.stacks()), matcher_.partial());
     auto it = masks_.find(state);
+    if (it == masks_.end() && c.pick_limit > 0 && best_valid(c)) return;
     if (it == masks_.end()) {
       if (masks_.size() >= kMaxMasks) masks_.clear();
       allowed_.assign(trie_->bytes.size(), 0);
@@ -370,6 +371,69 @@ class GrammarStage final : public SamplerStage {
   static constexpr size_t kMaxTable = size_t{1} << 14;  // states (1 KiB of transitions each)
   static constexpr size_t kMaxMasks = 64;
 
+  // With a pick limit k: the tokens in order of logit, each checked alone,
+  // until k fit; the rest cannot be picked and get -inf. False (nothing
+  // changed) when that takes more checks than a walk of the trie would.
+  bool best_valid(Candidates& c) {
+    // a ranks before b: a higher logit, or the same and a lower id. As the
+    // heap's "less", it keeps the worst of the heap on top.
+    const auto outranks = [&](uint32_t a, uint32_t b) {
+      const TokenData& x = c.data[a];
+      const TokenData& y = c.data[b];
+      return x.logit > y.logit || (x.logit == y.logit && x.id < y.id);
+    };
+    // The best `budget` finite candidates, in one pass with a small heap
+    // (worst on top: most candidates lose to it at one comparison).
+    const size_t limit = static_cast<size_t>(c.pick_limit);
+    const size_t budget = 4 * limit + 64;
+    order_.clear();
+    size_t finite = 0;
+    for (uint32_t i = 0; i < c.data.size(); ++i) {
+      if (!(c.data[i].logit > -std::numeric_limits<float>::infinity())) continue;
+      ++finite;
+      if (order_.size() < budget) {
+        order_.push_back(i);
+        std::push_heap(order_.begin(), order_.end(), outranks);
+      } else if (outranks(i, order_.front())) {
+        std::pop_heap(order_.begin(), order_.end(), outranks);
+        order_.back() = i;
+        std::push_heap(order_.begin(), order_.end(), outranks);
+      }
+    }
+    std::sort_heap(order_.begin(), order_.end(), outranks);  // best first
+    const bool end_ok = matcher_.can_end(), must_end = matcher_.must_end();
+    keep_.clear();
+    for (const uint32_t i : order_) {
+      if (keep_.size() == limit) break;
+      const auto id = static_cast<size_t>(c.data[i].id);
+      const bool ok = trie_->eog[id] ? end_ok
+                      : !must_end && !trie_->bytes[id].empty() && matcher_.allows(trie_->bytes[id]);
+      if (ok) keep_.push_back(i);
+    }
+    // Fewer than k fit among the best `budget`: more may lie below, and the
+    // walk is the cheaper way to find them.
+    if (keep_.size() < limit && finite > order_.size()) return false;
+    if (keep_.empty()) {
+      fail(ErrorCategory::kInvalidArgument, "[grammar] no token can continue the output here{}",
+           end_ok ? "" : " (and it may not end)");
+    }
+    std::sort(keep_.begin(), keep_.end());
+    size_t k = 0;
+    for (uint32_t i = 0; i < c.data.size(); ++i) {
+      if (k < keep_.size() && keep_[k] == i) {
+        ++k;
+      } else {
+        c.data[i].logit = -std::numeric_limits<float>::infinity();
+      }
+    }
+    if (c.sorted) {
+      std::sort(c.data.begin(), c.data.end(), [](const TokenData& a, const TokenData& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+      });
+    }
+    return true;
+  }
+
   // Marks the tokens under `node` that fit from `state`; a byte that breaks
   // the grammar prunes its whole subtree.
   void visit(uint32_t node, int32_t state) {
@@ -387,6 +451,7 @@ class GrammarStage final : public SamplerStage {
   StateTable table_;
   std::unordered_map<int32_t, std::vector<uint8_t>> masks_;  // by state
   std::vector<uint8_t> allowed_;
+  std::vector<uint32_t> order_, keep_;  // best_valid's heap and finds
   bool started_ = false;
 };
 

@@ -160,6 +160,46 @@ TEST_F(GrammarStageTest, MaskEqualsPerTokenCheckAndOutputFitsTheGrammar) {
   }
 }
 
+// With a pick limit k (top-k, or 1 when greedy), the stage keeps exactly the
+// k best tokens that fit, as the whole mask followed by top-k would; fewer
+// only when fewer fit.
+TEST_F(GrammarStageTest, APickLimitKeepsTheBestTokensThatFit) {
+  const auto g = Grammar::parse("root ::= [a-z ]{1,30} \".\"\n");
+  std::mt19937 rng(std::random_device{}());
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  const auto n = static_cast<int32_t>(tok_->n_vocab());
+  for (int32_t limit : {1, 5, 40, 400}) {
+    auto stage = grammar::stage(g, *tok_);
+    Matcher ref(g);
+    for (int step = 0; step < 12; ++step) {
+      Candidates c;
+      for (int32_t id = 0; id < n; ++id) c.data.push_back({id, normal(rng)});
+      c.pick_limit = limit;
+      std::vector<TokenData> fit;  // the reference: every token checked, best first
+      for (const TokenData& t : c.data) {
+        const std::string piece = tok_->token_to_piece(t.id, false);
+        if (tok_->is_eog(t.id) ? ref.can_end() : !piece.empty() && ref.allows(piece)) fit.push_back(t);
+      }
+      std::sort(fit.begin(), fit.end(), [](const TokenData& a, const TokenData& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+      });
+      fit.resize(std::min(fit.size(), static_cast<size_t>(limit)));
+      stage->apply(c);
+      std::vector<int32_t> kept, want;
+      for (const TokenData& t : c.data) {
+        if (std::isfinite(t.logit)) kept.push_back(t.id);
+      }
+      for (const TokenData& t : fit) want.push_back(t.id);
+      std::sort(want.begin(), want.end());
+      ASSERT_EQ(kept, want) << "limit " << limit << " step " << step;
+      const int32_t pick = fit.front().id;
+      if (tok_->is_eog(pick)) break;
+      stage->accept(pick);
+      ref.accept(tok_->token_to_piece(pick, false));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tessera::grammar
 
