@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -130,6 +131,14 @@ std::string json_schema_to_grammar(const nlohmann::ordered_json& schema);
 std::string json_schema_to_grammar(const nlohmann::json& schema);
 // Any JSON object (response_format json_object).
 std::string json_grammar();
+
+// The grammar a request's options ask for, as llama-server and llama.node
+// read them: "grammar" (GBNF), "json_schema", or "response_format" ({"type":
+// "json_object"} with an optional "schema", {"type": "json_schema",
+// "json_schema": {"schema": ...}}, or "text"); nothing when none is given.
+// Throws Error(kInvalidArgument) naming the field for a malformed or
+// conflicting one, or a schema keyword not supported.
+std::optional<std::string> request_grammar(const nlohmann::ordered_json& options);
 
 // serving::GenerationParams::masks for `grammar`: one fresh stage per
 // request. `tokenizer` must outlive the requests.

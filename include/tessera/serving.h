@@ -246,6 +246,7 @@ class Generator {
   std::deque<std::shared_ptr<Request>> queue_;
   std::deque<std::function<void()>> tasks_;  // for between_steps
   bool stopping_ = false;
+  bool started_ = false;  // start() ran (mutex_)
   int last_slot_ = 0;  // the slot whose request ended last
   GeneratorMetrics metrics_;
   std::thread thread_;

@@ -214,6 +214,9 @@ class Converter {
       for (size_t i = 0; i < s["type"].size(); ++i) {
         json one = s;
         one["type"] = s["type"][i];
+        if (one["type"] != "integer") {  // bounds belong to the integer branch
+          for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) one.erase(key);
+        }
         out += (i ? " | " : "") + visit(one, at, hint);
       }
       return add_rule(hint, out + ")");
@@ -252,8 +255,9 @@ class Converter {
     if (!parts.is_array()) unsupported(at + "/allOf", "expected an array");
     for (size_t i = 0; i < parts.size(); ++i) {
       const std::string where = fmt::format("{}/allOf/{}", at, i);
+      if (!parts[i].is_object()) unsupported(where, "allOf is supported for object schemas only");
       const json& p = parts[i].contains("$ref") ? resolve(parts[i]["$ref"], where) : parts[i];
-      if (p.value("type", "object") != "object" || !p.is_object()) {
+      if (!p.is_object() || p.value("type", "object") != "object") {
         unsupported(where, "allOf is supported for object schemas only");
       }
       absorb(merged, p);
@@ -289,6 +293,7 @@ class Converter {
       const json& v = s[key];
       if (!v.is_number()) unsupported(at + "/" + key, "expected a number");
       const double d = v.get<double>();
+      if (std::abs(d) > 1e18) unsupported(at + "/" + key, "integer bounds beyond +-10^18 are not supported");
       int64_t b = static_cast<int64_t>(lower ? std::ceil(d) : std::floor(d)) + adjust;
       if (v.is_number_float() && adjust != 0 && d != std::floor(d)) b -= adjust;  // 2.5 exclusive -> 3 / 2
       out = out ? (lower ? std::max(*out, b) : std::min(*out, b)) : b;
@@ -371,10 +376,16 @@ class Converter {
       unsupported(at + "/maxItems", "counts must satisfy 0 <= minItems <= maxItems <= 1024");
     }
     if (!prefix.empty()) {
-      if (lo > static_cast<int64_t>(prefix.size()) && item.empty()) unsupported(at + "/minItems", "more items than prefixItems allow");
+      const auto n = static_cast<int64_t>(prefix.size());
+      if (hi >= 0 && hi < n) unsupported(at + "/maxItems", "fewer items than prefixItems lists");
+      if (lo > n && item.empty()) unsupported(at + "/minItems", "more items than prefixItems allow");
       std::string body = "\"[\" ws " + prefix[0];
       for (size_t i = 1; i < prefix.size(); ++i) body += " \",\" ws " + prefix[i];
-      if (!item.empty()) body += " (\",\" ws " + item + ")*";
+      if (!item.empty()) {  // then lo - n .. hi - n more
+        const int64_t more_lo = std::max<int64_t>(lo - n, 0);
+        const std::string count = hi < 0 ? fmt::format("{{{},}}", more_lo) : fmt::format("{{{},{}}}", more_lo, hi - n);
+        if (hi < 0 || hi > n) body += " (\",\" ws " + item + ")" + count;
+      }
       return add_rule(hint, body + " \"]\" ws");
     }
     if (item.empty()) return add_rule(hint, "\"[\" ws \"]\" ws");
@@ -396,12 +407,62 @@ class Converter {
 
 }  // namespace
 
-std::string json_schema_to_grammar(const nlohmann::ordered_json& schema) { return Converter(schema).run(); }
+std::string json_schema_to_grammar(const nlohmann::ordered_json& schema) {
+  try {
+    return Converter(schema).run();
+  } catch (const nlohmann::json::exception& e) {  // a keyword's value of the wrong type
+    fail(ErrorCategory::kInvalidArgument, "[json schema] a keyword has a value of the wrong type: {}", e.what());
+  }
+}
 
 std::string json_schema_to_grammar(const nlohmann::json& schema) {
   return Converter(nlohmann::ordered_json(schema)).run();
 }
 
 std::string json_grammar() { return Converter(json{{"type", "object"}}).run(); }
+
+std::optional<std::string> request_grammar(const nlohmann::ordered_json& o) {
+  auto present = [&](const char* key) -> const json* {
+    const auto it = o.find(key);
+    return it != o.end() && !it->is_null() ? &*it : nullptr;
+  };
+  auto bad = [](const std::string& what) -> void { fail(ErrorCategory::kInvalidArgument, "{}", what); };
+  const json* grammar = present("grammar");
+  const json* schema = present("json_schema");
+  if (const json* format = present("response_format")) {
+    const json* type = format->is_object() ? &(*format)["type"] : nullptr;
+    if (type == nullptr || !type->is_string()) bad("'response_format' must be an object with a 'type'");
+    const std::string t = type->get<std::string>();
+    const json* inner = nullptr;
+    if (t == "json_object") {
+      if (format->contains("schema") && !(*format)["schema"].is_null()) inner = &(*format)["schema"];
+      else if (schema == nullptr && grammar == nullptr) return json_grammar();
+    } else if (t == "json_schema") {
+      if (!format->contains("json_schema") || !(*format)["json_schema"].is_object() ||
+          !(*format)["json_schema"].contains("schema")) {
+        bad("'response_format': type json_schema needs 'json_schema': {\"schema\": ...}");
+      }
+      inner = &(*format)["json_schema"]["schema"];
+    } else if (t != "text") {
+      bad(fmt::format("'response_format': type '{}' is not one of text, json_object, json_schema", t));
+    }
+    if (inner != nullptr) {
+      if (schema != nullptr) bad("give either 'json_schema' or 'response_format', not both");
+      schema = inner;
+    }
+  }
+  if (grammar != nullptr && schema != nullptr) bad("give either 'grammar' or a JSON schema, not both");
+  if (grammar != nullptr) {
+    if (!grammar->is_string()) bad("'grammar' must be a string (GBNF)");
+    return grammar->get<std::string>();
+  }
+  if (schema == nullptr) return std::nullopt;
+  try {
+    return json_schema_to_grammar(*schema);
+  } catch (const Error& e) {
+    bad(fmt::format("'json_schema': {}", e.what()));
+  }
+  return std::nullopt;
+}
 
 }  // namespace tessera::grammar

@@ -68,15 +68,24 @@ bool class_holds(const Element* e, uint32_t cp, const Element** after) {
 bool class_meets(const Element* e, uint32_t lo, uint32_t hi) {
   if (e->type == Element::kCharAny) return true;
   const bool negated = e->type == Element::kCharNot;
-  bool meets = false, covers = false;
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;
   do {
     const uint32_t a = e->value;
     const uint32_t b = e[1].type == Element::kCharRangeUpper ? e[1].value : a;
-    meets = meets || (a <= hi && lo <= b);
-    covers = covers || (a <= lo && hi <= b);
+    if (!negated && a <= hi && lo <= b) return true;
+    ranges.emplace_back(a, b);
     e += e[1].type == Element::kCharRangeUpper ? 2 : 1;
   } while (e->type == Element::kCharAlt);
-  return negated ? !covers : meets;
+  if (!negated) return false;
+  // A negated class meets [lo, hi] unless its ranges together cover it.
+  std::sort(ranges.begin(), ranges.end());
+  uint64_t next = lo;  // the first code point not yet covered
+  for (const auto& [a, b] : ranges) {
+    if (a > next) break;
+    next = std::max<uint64_t>(next, uint64_t{b} + 1);
+    if (next > hi) return false;
+  }
+  return true;
 }
 
 bool any_meets(const std::vector<Stack>& stacks, const Partial& p) {

@@ -163,7 +163,11 @@ void Generator::run(const std::atomic<bool>* interrupt) {
 }
 
 void Generator::start() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+  std::lock_guard lock(mutex_);
+  if (!started_) {
+    started_ = true;
+    thread_ = std::thread([this] { loop(); });
+  }
 }
 
 void Generator::shutdown() {
@@ -503,15 +507,18 @@ void Generator::finish(Slot& s, FinishReason reason, const std::string& error) {
 }
 
 void Generator::between_steps(const std::function<void()>& task) {
-  if (!thread_.joinable()) {
-    task();
-    return;
-  }
   auto done = std::make_shared<std::promise<void>>();
   std::future<void> result = done->get_future();
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (stopping_) throw Stopped("the generator has shut down");
+    // Not started (the CLI steps on its own thread), or called from a sink
+    // on the loop's thread: it is between steps here already.
+    if (!started_ || std::this_thread::get_id() == thread_.get_id()) {
+      lock.unlock();
+      task();
+      return;
+    }
     tasks_.push_back([&task, done] {
       try {
         task();
@@ -538,8 +545,15 @@ size_t Generator::save_session(const std::filesystem::path& path) {
   size_t saved = 0;
   between_steps([&] {
     const Slot& s = *slots_[static_cast<size_t>(last_slot_)];
+    if (s.state != Slot::State::kIdle) {
+      fail(ErrorCategory::kInvalidArgument, "[session {}] the last completion's slot runs another "
+           "request now; save when it is idle", path.string());
+    }
     const std::vector<int64_t> cells = context_.cache().seq_cells(s.id);
+    // The file stores no positions: they must be 0..n-1 (distinct, so a
+    // largest of n-1 says so).
     TESSERA_CHECK(cells.size() == s.cached.size());
+    TESSERA_CHECK(context_.cache().seq_pos_max(s.id) + 1 == static_cast<int32_t>(cells.size()));
     write_session(path, model_, context_.cache(), s.cached, cells);
     saved = s.cached.size();
   });

@@ -7,6 +7,7 @@
 #include <limits>
 #include <random>
 #include <regex>
+#include <set>
 #include <string>
 
 #include "models/model_test_util.h"
@@ -103,6 +104,11 @@ TEST(GrammarMatch, Utf8SplitAcrossPiecesAndInvalidBytes) {
   Matcher n(any);
   EXPECT_TRUE(n.allows("\xed\x9f"));        // U+D7C0..U+D7FF may follow
   EXPECT_FALSE(n.allows("\xed\xa0"));       // surrogates only: a dead end, refused now
+  // A negated class whose ranges together cover every character a lead byte
+  // can start: that byte is refused at once.
+  Matcher cov(Grammar::parse("root ::= [^\\u0080-\\u03df\\u03e0-\\u07ff] \".\"\n"));
+  EXPECT_FALSE(cov.allows("\xcf"));  // U+03C0..U+03FF: half in each range
+  EXPECT_TRUE(cov.allows("a"));
 }
 
 class GrammarStageTest : public ::testing::Test {
@@ -160,9 +166,9 @@ TEST_F(GrammarStageTest, MaskEqualsPerTokenCheckAndOutputFitsTheGrammar) {
   }
 }
 
-// With a pick limit k (top-k, or 1 when greedy), the stage keeps exactly the
-// k best tokens that fit, as the whole mask followed by top-k would; fewer
-// only when fewer fit.
+// With a pick limit k (top-k, or 1 when greedy), what top-k keeps after the
+// stage is the k best tokens that fit, as after the whole mask; fewer only
+// when fewer fit.
 TEST_F(GrammarStageTest, APickLimitKeepsTheBestTokensThatFit) {
   const auto g = Grammar::parse("root ::= [a-z ]{1,30} \".\"\n");
   std::mt19937 rng(std::random_device{}());
@@ -183,14 +189,26 @@ TEST_F(GrammarStageTest, APickLimitKeepsTheBestTokensThatFit) {
       std::sort(fit.begin(), fit.end(), [](const TokenData& a, const TokenData& b) {
         return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
       });
+      std::set<int32_t> fits_at_all;
+      for (const TokenData& t : fit) fits_at_all.insert(t.id);
       fit.resize(std::min(fit.size(), static_cast<size_t>(limit)));
       stage->apply(c);
-      std::vector<int32_t> kept, want;
-      for (const TokenData& t : c.data) {
-        if (std::isfinite(t.logit)) kept.push_back(t.id);
+      for (const TokenData& t : c.data) {  // nothing that does not fit survives
+        if (std::isfinite(t.logit)) ASSERT_TRUE(fits_at_all.contains(t.id)) << t.id;
       }
+      // What top-k then keeps: the best `limit` of the tokens left (the
+      // stage may leave more, from a whole mask: top-k drops them).
+      std::vector<TokenData> left;
+      for (const TokenData& t : c.data) {
+        if (std::isfinite(t.logit)) left.push_back(t);
+      }
+      std::sort(left.begin(), left.end(), [](const TokenData& a, const TokenData& b) {
+        return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+      });
+      left.resize(std::min(left.size(), static_cast<size_t>(limit)));
+      std::vector<int32_t> kept, want;
+      for (const TokenData& t : left) kept.push_back(t.id);
       for (const TokenData& t : fit) want.push_back(t.id);
-      std::sort(want.begin(), want.end());
       ASSERT_EQ(kept, want) << "limit " << limit << " step " << step;
       const int32_t pick = fit.front().id;
       if (tok_->is_eog(pick)) break;
@@ -292,6 +310,18 @@ TEST(JsonSchema, ObjectsArraysStringsAndReferences) {
   EXPECT_FALSE(fits(g2, R"([true, "x", 1])"));
   EXPECT_TRUE(fits(g2, R"({"a": 1, "b": null, "zz": false})"));
   EXPECT_FALSE(fits(g2, R"({"a": 1, "zz": 3})"));
+  // A type list keeps integer bounds on its integer branch only.
+  const std::string g3 = json_schema_to_grammar(nlohmann::ordered_json::parse(R"({"type": ["integer", "null"], "minimum": 2, "maximum": 5})"));
+  EXPECT_TRUE(fits(g3, "3"));
+  EXPECT_TRUE(fits(g3, "null"));
+  EXPECT_FALSE(fits(g3, "6"));
+  // prefixItems with more items counted by minItems / maxItems.
+  const std::string g4 = json_schema_to_grammar(nlohmann::ordered_json::parse(
+      R"({"type": "array", "prefixItems": [{"type": "boolean"}], "items": {"type": "integer"}, "minItems": 2, "maxItems": 3})"));
+  EXPECT_FALSE(fits(g4, "[true]"));
+  EXPECT_TRUE(fits(g4, "[true, 1]"));
+  EXPECT_TRUE(fits(g4, "[false, 1, 2]"));
+  EXPECT_FALSE(fits(g4, "[false, 1, 2, 3]"));
   EXPECT_TRUE(fits(json_grammar(), R"({"x": [1, {"y": null}], "z": "w"})"));
   EXPECT_FALSE(fits(json_grammar(), R"([1])"));
 }
@@ -311,6 +341,10 @@ TEST(JsonSchema, UnsupportedKeywordsNameTheirPointer) {
   EXPECT_NE(error(R"({"$ref": "#/$defs/missing"})").find("no target"), std::string::npos);
   EXPECT_NE(error(R"({"type": "string", "format": "email"})").find("format 'email'"), std::string::npos);
   EXPECT_NE(error(R"({"type": "integer", "minimum": 5, "maximum": 4})").find("empty"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "integer", "minimum": 1e300})").find("10^18"), std::string::npos);
+  EXPECT_NE(error(R"({"type": 5})").find("wrong type"), std::string::npos);
+  EXPECT_NE(error(R"({"allOf": [3]})").find("'/allOf/0'"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "array", "prefixItems": [true, true], "maxItems": 1})").find("'/maxItems'"), std::string::npos);
 }
 
 }  // namespace

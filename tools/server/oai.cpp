@@ -294,59 +294,20 @@ serving::GenerationParams parse_generation(const json& body, bool chat, size_t n
   return p;
 }
 
-namespace {
-
-// The grammar the output keeps to, from 'grammar' (GBNF), 'json_schema' or
-// 'response_format' ({"type": "json_object"} with an optional "schema", or
-// {"type": "json_schema", "json_schema": {"schema": ...}}); at most one.
-std::optional<std::string> output_grammar(const json& body) {
-  auto present = [&](const char* key) {
-    const auto it = body.find(key);
-    return it != body.end() && !it->is_null() ? &*it : nullptr;
-  };
-  const json* grammar = present("grammar");
-  const json* schema = present("json_schema");
-  const json* format = present("response_format");
-  if (format != nullptr) {
-    if (!format->is_object() || !format->contains("type") || !(*format)["type"].is_string()) {
-      bad_request("'response_format' must be an object with a 'type'");
-    }
-    const std::string type = (*format)["type"];
-    if (type == "json_object") {
-      if (const auto it = format->find("schema"); it != format->end() && !it->is_null()) schema = &*it;
-      else if (schema == nullptr && grammar == nullptr) return grammar::json_grammar();
-    } else if (type == "json_schema") {
-      const auto it = format->find("json_schema");
-      if (it == format->end() || !it->is_object() || !it->contains("schema")) {
-        bad_request("'response_format': type json_schema needs 'json_schema': {{\"schema\": ...}}");
-      }
-      if (schema != nullptr) bad_request("give either 'json_schema' or 'response_format', not both");
-      schema = &(*it)["schema"];
-    } else if (type != "text") {
-      bad_request("'response_format': type '{}' is not one of text, json_object, json_schema", type);
-    }
-  }
-  if (grammar != nullptr && schema != nullptr) bad_request("give either 'grammar' or a JSON schema, not both");
-  if (grammar != nullptr) {
-    if (!grammar->is_string()) bad_request("'grammar' must be a string (GBNF)");
-    return grammar->get<std::string>();
-  }
-  if (schema == nullptr) return std::nullopt;
-  try {
-    return grammar::json_schema_to_grammar(*schema);
-  } catch (const Error& e) {
-    bad_request("'json_schema': {}", e.what());
-  }
-}
-
-}  // namespace
 
 CompletionRequest parse_completion(const json& body, bool chat, const Tokenizer& tokenizer,
                                    const serving::ChatRenderer& renderer) {
   CompletionRequest r;
   r.chat = chat;
   r.params = parse_generation(body, chat, tokenizer.n_vocab());
-  if (std::optional<std::string> g = output_grammar(body)) {
+  // grammar, json_schema or response_format: a 400 naming the field when wrong.
+  std::optional<std::string> g;
+  try {
+    g = grammar::request_grammar(nlohmann::ordered_json(body));
+  } catch (const Error& e) {
+    bad_request("{}", e.what());
+  }
+  if (g) {
     std::shared_ptr<const grammar::Grammar> parsed;
     try {
       parsed = grammar::Grammar::parse(*g);

@@ -142,7 +142,7 @@ serving::GenerationParams generation_params(const SamplingFlags& f, int i, int64
     const std::string schema = f.json_schema.empty() ? read("--json-schema-file", f.json_schema_file) : f.json_schema;
     try {
       text = grammar::json_schema_to_grammar(nlohmann::ordered_json::parse(schema));
-    } catch (const nlohmann::json::exception& e) {
+    } catch (const nlohmann::json::parse_error& e) {
       fail(ErrorCategory::kInvalidArgument, "[{}] not valid JSON: {}", flag, e.what());
     } catch (const Error& e) {
       fail(ErrorCategory::kInvalidArgument, "[{}] {}", flag, e.what());

@@ -69,8 +69,8 @@ std::shared_ptr<State> State::load(const LoadSettings& settings,
            dtype_name(type), model.hparams().head_dim, dtype_info(type).block_size);
     }
   }
-  s->generator = std::make_unique<serving::Generator>(model, s->loaded.tokenizer, settings.generator);
-  s->generator->start();
+  s->generator_ = std::make_shared<serving::Generator>(model, s->loaded.tokenizer, settings.generator);
+  s->generator_->start();
   s->renderer(settings.chat_template);  // a template that does not parse fails the load
   s->info = model_info_json(s->loaded);
   return s;
@@ -95,6 +95,36 @@ serving::Embedder& State::embedder_for_use() {
         std::max<int64_t>(settings.generator.n_ctx, 512));
   }
   return *embedder;
+}
+
+std::shared_ptr<serving::Generator> State::gen() const {
+  std::lock_guard lock(generator_mutex_);
+  if (!generator_) throw std::runtime_error("this context has no generator (a failed parallel.enable())");
+  return generator_;
+}
+
+void State::replace_generator(int n_slots) {
+  std::lock_guard lock(generator_mutex_);
+  serving::GeneratorOptions g = settings.generator;
+  const int before = g.n_slots;
+  g.n_slots = n_slots;
+  if (generator_) generator_->shutdown();
+  generator_.reset();  // its cache first: both might not fit together
+  try {
+    generator_ = std::make_shared<serving::Generator>(*loaded.model, loaded.tokenizer, g);
+  } catch (...) {
+    g.n_slots = before;
+    generator_ = std::make_shared<serving::Generator>(*loaded.model, loaded.tokenizer, g);
+    generator_->start();
+    throw;
+  }
+  generator_->start();
+  settings.generator = g;
+}
+
+void State::shutdown() {
+  std::lock_guard lock(generator_mutex_);
+  if (generator_) generator_->shutdown();
 }
 
 // ---- completions ----------------------------------------------------------------------
@@ -179,6 +209,8 @@ Napi::Object result_object(Napi::Env env, const Job& job, const serving::Event& 
   return from_json(env, r).As<Napi::Object>();
 }
 
+void settle(Napi::Env env, Job& job, const serving::Event& e);
+
 // On the JS thread, for each event of a job in order.
 void on_event(Napi::Env env, Napi::Function callback, const std::shared_ptr<Job>& job,
               const std::shared_ptr<Jobs>& jobs, serving::Event& e) {
@@ -200,50 +232,44 @@ void on_event(Napi::Env env, Napi::Function callback, const std::shared_ptr<Job>
     }
   }
   if (!e.done) return;
-  if (job->callback_error) {
-    job->deferred.Reject(job->callback_error->Value());
-  } else if (e.finish == serving::FinishReason::kError) {
-    job->deferred.Reject(Napi::Error::New(env, e.error).Value());
-  } else {
-    job->deferred.Resolve(result_object(env, *job, e));
+  try {
+    settle(env, *job, e);
+  } catch (const Napi::Error& err) {
+    job->deferred.Reject(err.Value());
+  } catch (const std::exception& err) {
+    job->deferred.Reject(Napi::Error::New(env, err.what()).Value());
   }
   {
     std::lock_guard lock(job->mutex);
-    job->request.reset();  // the request's sink holds the job
+    job->request.reset();
   }
   job->tsfn.Release();
   jobs->erase(job->id);
 }
 
-// The grammar the output keeps to: 'grammar' (GBNF), 'json_schema', or
-// 'response_format' ({type: 'json_object'} with an optional schema, or
-// {type: 'json_schema', json_schema: {schema}}), as the server reads them.
+// The promise of a job that ended: rejected when onToken threw or the
+// decode failed, else resolved with the result.
+void settle(Napi::Env env, Job& job, const serving::Event& e) {
+  if (job.callback_error) {
+    job.deferred.Reject(job.callback_error->Value());
+  } else if (e.finish == serving::FinishReason::kError) {
+    job.deferred.Reject(Napi::Error::New(env, e.error).Value());
+  } else {
+    job.deferred.Resolve(result_object(env, job, e));
+  }
+}
+
+// The grammar the output keeps to: 'grammar', 'json_schema' or
+// 'response_format', read as the server reads them.
 std::optional<std::string> output_grammar(const Napi::Object& o) {
-  const Napi::Env env = o.Env();
-  std::optional<nlohmann::ordered_json> schema;
-  if (has(o, "json_schema")) schema = nlohmann::ordered_json(to_json(o.Get("json_schema"), "json_schema"));
-  if (has(o, "response_format")) {
-    const nlohmann::json f = to_json(o.Get("response_format"), "response_format");
-    const std::string type = f.is_object() ? f.value("type", "") : "";
-    if (type == "json_object") {
-      schema = f.contains("schema") ? nlohmann::ordered_json(f["schema"])
-                                    : nlohmann::ordered_json{{"type", "object"}};
-    } else if (type == "json_schema" && f.contains("json_schema") && f["json_schema"].contains("schema")) {
-      schema = nlohmann::ordered_json(f["json_schema"]["schema"]);
-    } else if (type != "text") {
-      throw Napi::TypeError::New(env, "option 'response_format': expected {type: 'text' | 'json_object' | "
-                                      "'json_schema', json_schema: {schema}}");
-    }
+  nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+  for (const char* key : {"grammar", "json_schema", "response_format"}) {
+    if (has(o, key)) fields[key] = to_ordered_json(o.Get(key), key);
   }
-  if (has(o, "grammar")) {
-    if (schema) throw Napi::TypeError::New(env, "give either 'grammar' or a JSON schema, not both");
-    return string(o, "grammar", "");
-  }
-  if (!schema) return std::nullopt;
   try {
-    return grammar::json_schema_to_grammar(*schema);
+    return grammar::request_grammar(fields);
   } catch (const Error& e) {
-    throw Napi::Error::New(env, std::string("option 'json_schema': ") + e.what());
+    throw Napi::Error::New(o.Env(), std::string("option ") + e.what());
   }
 }
 
@@ -276,14 +302,16 @@ class SubmitWorker : public Napi::AsyncWorker {
               : tok.tokenize(*prompt_.text, true, true);
       if (params_.split_reasoning) params_.reasoning_open = serving::prompt_opens_thinking(tokens, tok);
       Napi::ThreadSafeFunction tsfn = job_->tsfn;
+      // The job by a weak reference only: the jobs map on the JS thread
+      // owns it until its last event, so it is never freed here.
       std::weak_ptr<Job> weak = job_;
-      std::shared_ptr<Jobs> jobs = jobs_;
+      std::weak_ptr<Jobs> jobs = jobs_;
       // Without onToken, the events before the last wait here, on the
       // generator's thread: one call into JS per completion, not per token.
       const bool streaming = job_->has_callback;
       auto request = std::make_shared<serving::Request>(
           std::move(tokens), std::move(params_),
-          [tsfn, job = job_, jobs, streaming, held = serving::Event{}](serving::Event&& e) mutable {
+          [tsfn, weak, jobs, streaming, held = serving::Event{}](serving::Event&& e) mutable {
             if (!streaming) {
               held.text += e.text;
               held.reasoning += e.reasoning;
@@ -294,8 +322,10 @@ class SubmitWorker : public Napi::AsyncWorker {
               e.probs = std::move(held.probs);
             }
             auto event = std::make_shared<serving::Event>(std::move(e));
-            tsfn.BlockingCall([job, jobs, event](Napi::Env env, Napi::Function cb) {
-              on_event(env, cb, job, jobs, *event);
+            tsfn.BlockingCall([weak, jobs, event](Napi::Env env, Napi::Function cb) {
+              const std::shared_ptr<Job> job = weak.lock();
+              const std::shared_ptr<Jobs> all = jobs.lock();
+              if (job && all) on_event(env, cb, job, all, *event);
             });
           });
       {
@@ -303,7 +333,7 @@ class SubmitWorker : public Napi::AsyncWorker {
         job_->request = request;
       }
       if (job_->cancel_asked) request->cancel();
-      state_->generator->submit(request);
+      state_->gen()->submit(request);
     } catch (const serving::Stopped&) {
       SetError("the context was released");
     } catch (const std::exception& e) {
@@ -364,7 +394,7 @@ NativeContext::NativeContext(const Napi::CallbackInfo& info) : Napi::ObjectWrap<
 
 // Collected (or the process ending) without release(): stop and free here.
 NativeContext::~NativeContext() {
-  if (state_) state_->generator->shutdown();
+  if (state_) state_->shutdown();
 }
 
 std::shared_ptr<State> NativeContext::state(const Napi::Env& env) const {
@@ -423,8 +453,8 @@ Napi::Value NativeContext::Completion(const Napi::CallbackInfo& info) {
     } else {
       callback = Napi::Function::New(env, [](const Napi::CallbackInfo&) {});
     }
-    job->tsfn = Napi::ThreadSafeFunction::New(env, callback, "tessera completion", 0, 1);
     if (jobs_->contains(id)) throw Napi::Error::New(env, fmt::format("request id {} is in use", id));
+    job->tsfn = Napi::ThreadSafeFunction::New(env, callback, "tessera completion", 0, 1);
     (*jobs_)[id] = job;
     auto* worker = new SubmitWorker(env, s, job, jobs_, std::move(prompt), std::move(params));
     worker->Queue();
@@ -445,7 +475,8 @@ Napi::Value NativeContext::Status(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guarded(env, [&]() -> Napi::Value {
     std::shared_ptr<State> s = state(env);
-    const serving::GeneratorMetrics m = s->generator->metrics();
+    const std::shared_ptr<serving::Generator> generator = s->gen();
+    const serving::GeneratorMetrics m = generator->metrics();
     nlohmann::json requests = nlohmann::json::array();
     int queued = 0;
     for (const auto& [id, job] : *jobs_) {
@@ -464,7 +495,7 @@ Napi::Value NativeContext::Status(const Napi::CallbackInfo& info) {
                           {"tokens_generated", generated},
                           {"tokens_per_second", seconds > 0 ? double(generated) / seconds : 0.0}});
     }
-    return from_json(env, {{"n_parallel", s->generator->n_slots()},
+    return from_json(env, {{"n_parallel", generator->n_slots()},
                            {"active_slots", m.slots_busy},
                            {"queued_requests", queued},
                            {"requests", requests}});
@@ -589,7 +620,7 @@ Napi::Value NativeContext::SaveSession(const Napi::CallbackInfo& info) {
     std::shared_ptr<State> s = state(env);
     const std::string path = path_argument(info, "saveSession");
     return run_task<size_t>(
-        env, [s, path] { return s->generator->save_session(path); },
+        env, [s, path] { return s->gen()->save_session(path); },
         [](Napi::Env e, size_t& n) -> Napi::Value {
           Napi::Object o = Napi::Object::New(e);
           o.Set("tokens_saved", static_cast<double>(n));
@@ -607,7 +638,7 @@ Napi::Value NativeContext::LoadSession(const Napi::CallbackInfo& info) {
     return run_task<Loaded>(
         env,
         [s, path] {
-          std::vector<TokenId> tokens = s->generator->load_session(path);
+          std::vector<TokenId> tokens = s->gen()->load_session(path);
           std::string text = s->loaded.tokenizer.detokenize(tokens);
           return Loaded{std::move(tokens), std::move(text)};
         },
@@ -627,7 +658,7 @@ Napi::Value NativeContext::ClearCache(const Napi::CallbackInfo& info) {
     return run_task<bool>(
         env,
         [s] {
-          s->generator->clear_cache();
+          s->gen()->clear_cache();
           return true;
         },
         [](Napi::Env e, bool&) -> Napi::Value { return e.Undefined(); });
@@ -645,7 +676,7 @@ Napi::Value NativeContext::SetParallel(const Napi::CallbackInfo& info) {
     if (n < 1 || n > kMaxSequences) {
       throw Napi::RangeError::New(env, fmt::format("n_parallel {}: expected 1..{}", n, kMaxSequences));
     }
-    if (n == s->generator->n_slots()) return run_task<bool>(env, [] { return true; }, [](Napi::Env e, bool&) -> Napi::Value { return e.Undefined(); });
+    if (n == s->gen()->n_slots()) return run_task<bool>(env, [] { return true; }, [](Napi::Env e, bool&) -> Napi::Value { return e.Undefined(); });
     if (!jobs_->empty()) {
       throw Napi::Error::New(env, fmt::format("n_parallel: {} request(s) are running or queued; "
                                               "change the slots when none are", jobs_->size()));
@@ -653,13 +684,7 @@ Napi::Value NativeContext::SetParallel(const Napi::CallbackInfo& info) {
     return run_task<bool>(
         env,
         [s, n] {
-          serving::GeneratorOptions g = s->settings.generator;
-          g.n_slots = n;
-          s->generator->shutdown();
-          s->generator.reset();  // its cache first: both would not fit together
-          s->generator = std::make_unique<serving::Generator>(*s->loaded.model, s->loaded.tokenizer, g);
-          s->generator->start();
-          s->settings.generator = g;
+          s->replace_generator(n);
           return true;
         },
         [](Napi::Env e, bool&) -> Napi::Value { return e.Undefined(); });
@@ -677,7 +702,7 @@ Napi::Value NativeContext::Release(const Napi::CallbackInfo& info) {
   return run_task<bool>(
       env,
       [s]() mutable {
-        s->generator->shutdown();
+        s->shutdown();
         s.reset();  // the last owner frees here, unless a worker still runs
         return true;
       },

@@ -38,8 +38,7 @@ struct LoadSettings {
 struct State {
   State(serving::LoadedModel m, LoadSettings s) : loaded(std::move(m)), settings(std::move(s)) {}
   serving::LoadedModel loaded;
-  LoadSettings settings;
-  std::unique_ptr<serving::Generator> generator;
+  LoadSettings settings;  // settings.generator under generator_mutex
   std::mutex mutex;  // renderers, embedder
   std::map<std::string, std::unique_ptr<serving::ChatRenderer>> renderers;
   std::unique_ptr<serving::Embedder> embedder;
@@ -49,6 +48,19 @@ struct State {
                                      const std::function<void(uint64_t, uint64_t)>& progress);
   const serving::ChatRenderer& renderer(const std::string& chat_template);
   serving::Embedder& embedder_for_use();
+
+  // The generator, shared with the caller: parallel.enable() may replace it
+  // meanwhile (the caller's keeps working until dropped, shut down).
+  // Throws when a failed replacement left none.
+  std::shared_ptr<serving::Generator> gen() const;
+  // A generator of n slots in place of the one there; on failure the old
+  // slot count is made again.
+  void replace_generator(int n_slots);
+  void shutdown();
+
+ private:
+  mutable std::mutex generator_mutex_;
+  std::shared_ptr<serving::Generator> generator_;
 };
 
 struct Job;

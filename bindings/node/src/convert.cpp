@@ -137,7 +137,10 @@ serving::GenerationParams generation_params(const Napi::Object& o) {
   return g;
 }
 
-nlohmann::json to_json(const Napi::Value& v, const std::string& what, int depth) {
+namespace {
+
+template <typename Json>
+Json convert(const Napi::Value& v, const std::string& what, int depth) {
   if (depth > 64) throw Napi::RangeError::New(v.Env(), what + ": nested deeper than 64 levels");
   if (v.IsUndefined() || v.IsNull()) return nullptr;
   if (v.IsBoolean()) return v.As<Napi::Boolean>().Value();
@@ -148,24 +151,34 @@ nlohmann::json to_json(const Napi::Value& v, const std::string& what, int depth)
   }
   if (v.IsString()) return v.As<Napi::String>().Utf8Value();
   if (v.IsArray()) {
-    nlohmann::json out = nlohmann::json::array();
+    Json out = Json::array();
     const Napi::Array a = v.As<Napi::Array>();
     for (uint32_t i = 0; i < a.Length(); ++i) {
-      out.push_back(to_json(a.Get(i), what + "[" + std::to_string(i) + "]", depth + 1));
+      out.push_back(convert<Json>(a.Get(i), what + "[" + std::to_string(i) + "]", depth + 1));
     }
     return out;
   }
   if (v.IsObject() && !v.IsFunction()) {
-    nlohmann::json out = nlohmann::json::object();
+    Json out = Json::object();
     const Napi::Object o = v.As<Napi::Object>();
     const Napi::Array keys = o.GetPropertyNames();
     for (uint32_t i = 0; i < keys.Length(); ++i) {
       const std::string k = keys.Get(i).ToString().Utf8Value();
-      out[k] = to_json(o.Get(k), what + "." + k, depth + 1);
+      out[k] = convert<Json>(o.Get(k), what + "." + k, depth + 1);
     }
     return out;
   }
   throw Napi::TypeError::New(v.Env(), what + ": expected plain data (no functions or symbols)");
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Napi::Value& v, const std::string& what, int depth) {
+  return convert<nlohmann::json>(v, what, depth);
+}
+
+nlohmann::ordered_json to_ordered_json(const Napi::Value& v, const std::string& what, int depth) {
+  return convert<nlohmann::ordered_json>(v, what, depth);
 }
 
 Napi::Value from_json(Napi::Env env, const nlohmann::json& j) {

@@ -30,6 +30,8 @@ serving::GenerationParams generation_params(const Napi::Object& o);
 // Plain JS data (objects, arrays, strings, numbers, booleans, null) to JSON
 // and back; `what` names the value in errors.
 nlohmann::json to_json(const Napi::Value& v, const std::string& what, int depth = 0);
+// The same keeping the objects' key order (JSON schemas: properties in order).
+nlohmann::ordered_json to_ordered_json(const Napi::Value& v, const std::string& what, int depth = 0);
 Napi::Value from_json(Napi::Env env, const nlohmann::json& j);
 
 }  // namespace tessera::node
