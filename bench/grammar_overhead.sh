@@ -26,8 +26,8 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "# grammar overhead — $(date -u +%Y-%m-%dT%H:%M:%SZ); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'); $THREADS threads"
 echo
-echo "| model | vocab | plain ms/token | JSON schema ms/token | tokens (schema) | added |"
-echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+echo "| model | plain ms/token | JSON schema ms/token | tokens (schema) | added |"
+echo "| --- | ---: | ---: | ---: | ---: |"
 for shape in $SHAPES; do
   model="$CACHE/$shape-q4_0.gguf"
   [[ -f "$model" ]] || "$tessera" synth --shape "$shape" --type q4_0 -o "$model" >&2
@@ -43,6 +43,5 @@ for shape in $SHAPES; do
   mp=$(printf '%s\n' "${plain[@]}" | median)
   mg=$(printf '%s\n' "${with[@]}" | median)
   mc=$(printf '%s\n' "${counts[@]}" | median)
-  vocab=$("$tessera" inspect "$model" 2>/dev/null | sed -n 's/.*vocab[^0-9]*\([0-9][0-9]*\).*/\1/p' | head -1)
-  echo "| $shape q4_0 | ${vocab:-?} | $mp | $mg | $mc | $(awk -v a="$mp" -v b="$mg" 'BEGIN { printf "%+.1f%%", 100 * (b / a - 1) }') |"
+  echo "| $shape q4_0 | $mp | $mg | $mc | $(awk -v a="$mp" -v b="$mg" 'BEGIN { printf "%+.1f%%", 100 * (b / a - 1) }') |"
 done
