@@ -22,16 +22,7 @@ REPS="${REPS:-3}"
 CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
 NLC_VERSION="${NLC_VERSION:-3.22.1}"
 
-lib="$CACHE/llamacpp-$NLC_VERSION"
-bins="$lib/package/bins/linux-x64"
-if [[ ! -f "$bins/libllama.v0.5.0.so" ]]; then
-  echo "fetching @node-llama-cpp/linux-x64@$NLC_VERSION from npm into $lib ..." >&2
-  mkdir -p "$lib"
-  (cd "$lib" && npm pack --silent "@node-llama-cpp/linux-x64@$NLC_VERSION" >/dev/null &&
-    tar xzf node-llama-cpp-linux-x64-"$NLC_VERSION".tgz)
-fi
-llama_so="$(cd "$bins" && ls libllama.v*.so | head -1)"
-ggml_so="$(cd "$bins" && ls libggml.v*.so | head -1)"
+source "$here/bench/llamacpp_fetch.sh"
 exe="$lib/llamacpp_bench"
 if [[ ! -x "$exe" || "$here/bench/llamacpp_bench.c" -nt "$exe" ]]; then
   cc -O2 -std=c11 -o "$exe" "$here/bench/llamacpp_bench.c" -L"$bins" -l:"$llama_so" -l:"$ggml_so" \

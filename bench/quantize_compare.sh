@@ -24,16 +24,7 @@ CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
 NLC_VERSION="${NLC_VERSION:-3.22.1}"
 IMATRIX="${IMATRIX:-1}"
 
-lib="$CACHE/llamacpp-$NLC_VERSION"
-bins="$lib/package/bins/linux-x64"
-if [[ ! -f "$bins/libllama.v0.5.0.so" ]]; then
-  echo "fetching @node-llama-cpp/linux-x64@$NLC_VERSION from npm into $lib ..." >&2
-  mkdir -p "$lib"
-  (cd "$lib" && npm pack --silent "@node-llama-cpp/linux-x64@$NLC_VERSION" >/dev/null &&
-    tar xzf node-llama-cpp-linux-x64-"$NLC_VERSION".tgz)
-fi
-llama_so="$(cd "$bins" && ls libllama.v*.so | head -1)"
-ggml_so="$(cd "$bins" && ls libggml.v*.so | head -1)"
+source "$here/bench/llamacpp_fetch.sh"
 exe="$lib/quantize_compare"
 if [[ ! -x "$exe" || "$here/bench/quantize_compare.c" -nt "$exe" ]]; then
   # -ffp-contract=off: the test rows must be the same floats as in the C++ test.
