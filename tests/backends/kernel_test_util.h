@@ -68,14 +68,19 @@ inline std::vector<float> to_float(DType type, const std::vector<uint8_t>& bytes
 // for Q4_1, Q5_1, Q4_K, Q5_K, which keep (d, m) / (d, dmin) as their first two f16:
 // zeroing one leaves the other part; and Q6_K, whose kernels add d sc q with
 // q in [0, 63] and the offset -32 d sc apart: the block with every q 0 holds
-// the offset alone).
+// the offset alone; Q3_K likewise, q' = the 2 low bits | hbit << 2 in [0, 7] and
+// the offset -4 d sc: the block with hmask and qs zero holds it; Q2_K keeps d,
+// dmin last).
 inline void split_parts(DType type, const std::vector<uint8_t>& bytes, int64_t rows, int64_t k,
                         std::vector<float>* scaled, std::vector<float>* min) {
-  if (type == DType::kQ6_K) {
+  if (type == DType::kQ6_K || type == DType::kQ3_K) {
     const std::vector<float> w = to_float(type, bytes, rows, k);
     std::vector<uint8_t> offset = bytes;
-    for (size_t at = 0; at < bytes.size(); at += sizeof(block_q6_K)) {
-      std::memset(offset.data() + at, 0, offsetof(block_q6_K, scales));  // ql, qh
+    const bool q6 = type == DType::kQ6_K;
+    const size_t block = q6 ? sizeof(block_q6_K) : sizeof(block_q3_K);
+    const size_t quants = q6 ? offsetof(block_q6_K, scales) : offsetof(block_q3_K, scales);
+    for (size_t at = 0; at < bytes.size(); at += block) {
+      std::memset(offset.data() + at, 0, quants);  // ql, qh / hmask, qs
     }
     *min = to_float(type, offset, rows, k);
     scaled->resize(w.size());
@@ -83,16 +88,17 @@ inline void split_parts(DType type, const std::vector<uint8_t>& bytes, int64_t r
     return;
   }
   if (type != DType::kQ4_1 && type != DType::kQ5_1 && type != DType::kQ4_K &&
-      type != DType::kQ5_K) {
+      type != DType::kQ5_K && type != DType::kQ2_K) {
     *scaled = to_float(type, bytes, rows, k);
     min->assign(scaled->size(), 0.0f);
     return;
   }
   const size_t block = dtype_info(type).block_bytes;
+  const size_t d_at = type == DType::kQ2_K ? offsetof(block_q2_K, d) : 0;  // then the min's f16
   std::vector<uint8_t> s = bytes, m = bytes;
   for (size_t at = 0; at < bytes.size(); at += block) {
-    std::memset(s.data() + at + 2, 0, 2);
-    std::memset(m.data() + at, 0, 2);
+    std::memset(s.data() + at + d_at + 2, 0, 2);
+    std::memset(m.data() + at + d_at, 0, 2);
   }
   *scaled = to_float(type, s, rows, k);
   *min = to_float(type, m, rows, k);
@@ -100,8 +106,8 @@ inline void split_parts(DType type, const std::vector<uint8_t>& bytes, int64_t r
 
 // The activation format the SIMD tiers quantize `type`'s inputs to.
 inline ActFormat act_format_of(DType type) {
-  if (type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K ||
-      type == DType::kIQ4_XS) {
+  if (type == DType::kQ2_K || type == DType::kQ3_K || type == DType::kQ4_K ||
+      type == DType::kQ5_K || type == DType::kQ6_K || type == DType::kIQ4_XS) {
     return ActFormat::kQ8K;
   }
   return dtype_info(type).quantized ? ActFormat::kQ8 : ActFormat::kF32;

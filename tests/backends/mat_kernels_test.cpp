@@ -46,6 +46,8 @@ const WeightCase kWeightCases[] = {
     {"q8_0_panel", DType::kQ8_0, true, &Kernels::q8_0_panel},
     {"iq4_nl_panel", DType::kIQ4_NL, true, &Kernels::iq4_nl_panel},
     {"f16_panel", DType::kF16, true, &Kernels::f16_panel},
+    {"q2_k_panel", DType::kQ2_K, true, &Kernels::q2_k_panel},
+    {"q3_k_panel", DType::kQ3_K, true, &Kernels::q3_k_panel},
     {"q4_k_panel", DType::kQ4_K, true, &Kernels::q4_k_panel},
     {"q5_k_panel", DType::kQ5_K, true, &Kernels::q5_k_panel},
     {"q6_k_panel", DType::kQ6_K, true, &Kernels::q6_k_panel},

@@ -1,4 +1,5 @@
-// The CPU weights buffer: Q4_0 / Q8_0 / IQ4_NL / Q4_K / Q5_K / Q6_K / IQ4_XS / F16 repacked into
+// The CPU weights buffer: Q4_0 / Q8_0 / IQ4_NL / Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS / F16
+// repacked into
 // 16-row panels give back exactly the bytes they were given, whole and for any range (checked
 // against a plain mirror after random partial writes), for odd row counts and 3-D tensors; views
 // read through their root; padding is counted in alloc_size; read_row_f32 equals the reference
@@ -135,7 +136,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::kIQ4_XS, {768, 33, 1, 2}}, Case{DType::kQ5_K, {256, 1, 1, 1}},
                       Case{DType::kQ5_K, {512, 17, 1, 1}}, Case{DType::kQ5_K, {768, 33, 2, 1}},
                       Case{DType::kQ6_K, {256, 1, 1, 1}}, Case{DType::kQ6_K, {512, 16, 1, 1}},
-                      Case{DType::kQ6_K, {768, 33, 1, 2}}),
+                      Case{DType::kQ6_K, {768, 33, 1, 2}}, Case{DType::kQ3_K, {256, 1, 1, 1}},
+                      Case{DType::kQ3_K, {512, 17, 1, 1}}, Case{DType::kQ3_K, {768, 33, 2, 1}},
+                      Case{DType::kQ2_K, {256, 1, 1, 1}}, Case{DType::kQ2_K, {512, 16, 1, 1}},
+                      Case{DType::kQ2_K, {768, 35, 1, 2}}),
     [](const auto& param_info) {
       const Case& c = param_info.param;
       return std::string(dtype_name(c.type)) + "_" + std::to_string(c.ne[0]) + "x" +
@@ -150,7 +154,7 @@ TEST(RepackBuffer, OtherTypesAreStoredAsTheyAre) {
   EXPECT_TRUE(backend.cpu_device().supports_buffer_type(weights));
   std::mt19937 rng(fresh_seed());
   // F16 rows of 100 elements: not whole 32-element groups, so not repacked.
-  for (DType type : {DType::kF32, DType::kF16, DType::kQ4_1, DType::kQ3_K}) {
+  for (DType type : {DType::kF32, DType::kF16, DType::kQ4_1, DType::kQ5_0}) {
     Graph g;
     Tensor* t = g.new_tensor(type, {type == DType::kF16 ? 100 : 256, 3}, "w");
     EXPECT_EQ(weights.alloc_size(*t), t->n_bytes());
@@ -218,7 +222,8 @@ TEST(RepackBuffer, PanelsAreContiguousAlongK) {
 }
 
 TEST(RepackBuffer, KQuantPanelsSplitScalesFromQuants) {
-  // Q4_K, Q5_K (d, dmin leading), IQ4_XS (d, scales_h leading) and Q6_K (d trailing): scale byte s
+  // Q4_K, Q5_K (d, dmin leading), IQ4_XS (d, scales_h leading), Q6_K, Q3_K (d trailing) and Q2_K
+  // (d, dmin trailing): scale byte s
   // of row r's block b at panel + 32 sb b + 32 (s / 2) + 2 (r % 16) + s % 2, quant byte j (the
   // block's other bytes in order) at panel + 16 sb blocks + 16 qb b + 64 (j / 4) + 4 (r % 16) + j %
   // 4 (repack.h).
@@ -227,7 +232,8 @@ TEST(RepackBuffer, KQuantPanelsSplitScalesFromQuants) {
     size_t block, scale_at, sb;
   };
   for (const K k : {K{DType::kQ4_K, 144, 0, 4}, K{DType::kQ5_K, 176, 0, 4},
-                    K{DType::kIQ4_XS, 136, 0, 4}, K{DType::kQ6_K, 210, 208, 2}}) {
+                    K{DType::kIQ4_XS, 136, 0, 4}, K{DType::kQ6_K, 210, 208, 2},
+                    K{DType::kQ3_K, 110, 108, 2}, K{DType::kQ2_K, 84, 80, 4}}) {
     SCOPED_TRACE(dtype_name(k.type));
     const Numbered n(k.type, 512);
     ASSERT_TRUE(is_repacked(*n.t));

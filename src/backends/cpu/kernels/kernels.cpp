@@ -25,11 +25,14 @@ const Kernels& kernels_for(Isa isa) {
         k.q8_0_panel.run = amx::mat_q8_0_panel;
         k.iq4_nl_panel.run = amx::mat_iq4_nl_panel;
         k.iq4_xs_panel.run = amx::mat_iq4_xs_panel;
+        k.q2_k_panel.run = amx::mat_q2_k_panel;
+        k.q3_k_panel.run = amx::mat_q3_k_panel;
         k.q4_k_panel.run = amx::mat_q4_k_panel;
         k.q5_k_panel.run = amx::mat_q5_k_panel;
         k.q6_k_panel.run = amx::mat_q6_k_panel;
         k.q4_0_panel.gemm_rows = k.q8_0_panel.gemm_rows = k.iq4_nl_panel.gemm_rows = amx::kGemmRows;
-        for (MatKernel* m : {&k.q4_k_panel, &k.q5_k_panel, &k.q6_k_panel, &k.iq4_xs_panel}) {
+        for (MatKernel* m : {&k.q2_k_panel, &k.q3_k_panel, &k.q4_k_panel, &k.q5_k_panel,
+                             &k.q6_k_panel, &k.iq4_xs_panel}) {
           m->gemm_rows = amx::kGemmRows;
           m->gemm_cols = amx::kKGemmCols;
         }

@@ -186,7 +186,8 @@ struct Kernels {
   MatKernel q4_k, q6_k;
   // Weights repacked into 16-row panels by the CPU weights buffer (repack.h).
   MatKernel q4_0_panel, q8_0_panel, iq4_nl_panel, f16_panel;
-  MatKernel q4_k_panel, q5_k_panel, q6_k_panel, iq4_xs_panel;  // Q8_K activations
+  MatKernel q2_k_panel, q3_k_panel, q4_k_panel, q5_k_panel, q6_k_panel,
+      iq4_xs_panel;  // Q8_K activations
 
   // Null in the ref tier: FLASH_ATTN_EXT runs its scalar reference.
   void (*attn_f16)(const AttnArgs& args) = nullptr;

@@ -152,6 +152,8 @@ bool repacks(const Tensor& t) {
   switch (t.type) {
     case DType::kQ4_0:
     case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
@@ -179,9 +181,14 @@ PanelLayout panel_layout(const Tensor& t) {
   } else {
     l.block_bytes = dtype_info(t.type).block_bytes;
     // d, dmin (IQ4_XS: d, scales_h, moved as a second f16)
-    const bool two = t.type == DType::kQ4_K || t.type == DType::kQ5_K || t.type == DType::kIQ4_XS;
+    const bool two = t.type == DType::kQ2_K || t.type == DType::kQ4_K ||
+                     t.type == DType::kQ5_K || t.type == DType::kIQ4_XS;
     l.scale_bytes = two ? 2 * sizeof(uint16_t) : sizeof(uint16_t);
-    l.scale_at = t.type == DType::kQ6_K ? offsetof(block_q6_K, d) : 0;
+    // Q2_K, Q3_K and Q6_K keep theirs last.
+    l.scale_at = t.type == DType::kQ6_K   ? offsetof(block_q6_K, d)
+                 : t.type == DType::kQ3_K ? offsetof(block_q3_K, d)
+                 : t.type == DType::kQ2_K ? offsetof(block_q2_K, d)
+                                          : 0;
     l.group_bytes = 4;
   }
   l.quant_bytes = l.block_bytes - l.scale_bytes;

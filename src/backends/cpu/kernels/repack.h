@@ -1,5 +1,5 @@
-// The CPU weights buffer: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS and F16
-// tensors are stored in
+// The CPU weights buffer: Q4_0, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
+// IQ4_XS and F16 tensors are stored in
 // row-interleaved panels (kernels.md §2.1) so one vector load feeds 16 output
 // rows; every other type is stored as it is.
 //
@@ -11,9 +11,10 @@
 // block's scales, and byte j of its quants at 16 g (j / g) + g r + j % g of
 // that block's quants. The scales are the block's leading f16 (d; Q4_K and
 // Q5_K: d, dmin; IQ4_XS: d and the uint16 scales_h, moved as a second f16)
-// or, for Q6_K, its trailing d; the quants are every other byte in order.
-// Q4_0 and IQ4_NL (qb 16), Q8_0 (qb 32), Q4_K (qb 140), Q5_K (qb 172),
-// Q6_K (qb 208) and IQ4_XS (qb 132) take
+// or, for Q6_K and Q3_K, the trailing d (Q2_K: trailing d, dmin); the quants
+// are every other byte in order.
+// Q4_0 and IQ4_NL (qb 16), Q8_0 (qb 32), Q2_K (qb 80), Q3_K (qb 108),
+// Q4_K (qb 140), Q5_K (qb 172), Q6_K (qb 208) and IQ4_XS (qb 132) take
 // g = 4: for Q4_0 and IQ4_NL a 64-byte group holds elements 4l..4l+3 (low nibbles) and
 // 16+4l..16+4l+3 (high nibbles) of 16 rows; for Q8_0 it holds elements
 // 4l..4l+3 of 16 rows, still signed. For Q4_K groups 0-2 are the 12 bytes of
@@ -21,7 +22,11 @@
 // the same but for qh between them: groups 3-10 qh, 11 + l qs 4l..4l+3; for
 // Q6_K groups 0-31 are ql, 32-47 qh, 48-51 the int8 sub-block scales; for
 // IQ4_XS group 0 is scales_l, 1 + 4j + t the qs bytes 16j + 4t..16j + 4t + 3
-// of sub-block j (elements 32j + 4t.. in the low nibbles, 32j + 16 + 4t.. high).
+// of sub-block j (elements 32j + 4t.. in the low nibbles, 32j + 16 + 4t.. high);
+// for Q3_K groups 0-7 are hmask, 8-23 qs, 24-26 the packed 6-bit scales; for
+// Q2_K groups 0-3 are the 4-bit scale / min bytes, 4-19 qs. (A qs group t of
+// either holds bytes 4t..4t+3: crumb c of it is elements 128 (t / 8) + 32 c +
+// 4 (t % 8) .., and Q3_K's hmask group t % 8 holds their high bits.)
 // F16 (a 32-element "block" of 64 bytes, no scales) takes g = 2:
 // 32 bytes per k, element k of 16 rows, so a row-block of 16 is one f16
 // vector. F16 rows are repacked only when their length is a multiple of 32.
@@ -46,11 +51,15 @@ struct PanelLayout {
   int64_t blocks = 0;       // blocks per row (32 elements; K-quants, IQ4_XS: 256)
   int64_t panels = 0;       // per matrix: ceil(rows / 16)
   int64_t matrices = 0;     // ne[2] * ne[3]
-  size_t block_bytes = 0;   // GGUF block: 18 (Q4_0, IQ4_NL), 34 (Q8_0), 144 (Q4_K),
-                            // 176 (Q5_K), 210 (Q6_K), 136 (IQ4_XS); 64 (F16)
-  size_t scale_bytes = 0;   // f16 scale bytes per block: 2 (Q4_K, Q5_K, IQ4_XS: 4), or 0 (F16)
-  size_t scale_at = 0;      // where they are in the GGUF block: 0 (Q6_K: 208)
-  size_t quant_bytes = 0;   // the block's other bytes: 16, 32, 140, 172, 208, 132 or 64
+  size_t block_bytes = 0;   // GGUF block: 18 (Q4_0, IQ4_NL), 34 (Q8_0), 84 (Q2_K),
+                            // 110 (Q3_K), 144 (Q4_K), 176 (Q5_K), 210 (Q6_K),
+                            // 136 (IQ4_XS); 64 (F16)
+  size_t scale_bytes = 0;   // f16 scale bytes per block: 2 (Q2_K, Q4_K, Q5_K, IQ4_XS: 4),
+                            // or 0 (F16)
+  size_t scale_at = 0;      // where they are in the GGUF block: 0 (Q6_K: 208, Q3_K:
+                            // 108, Q2_K: 80)
+  size_t quant_bytes = 0;   // the block's other bytes: 16, 32, 80, 108, 140, 172, 208,
+                            // 132 or 64
   size_t group_bytes = 0;   // bytes of one row per interleaved group: 4, or 2 (F16)
   size_t panel_bytes = 0;   // 16 * blocks * block_bytes
   size_t matrix_bytes = 0;  // panels * panel_bytes
@@ -58,8 +67,8 @@ struct PanelLayout {
   size_t total_bytes() const { return matrix_bytes * static_cast<size_t>(matrices); }
 };
 
-// Whether the weights buffer repacks t: Q4_0, Q8_0, IQ4_NL, Q4_K, Q5_K, Q6_K,
-// IQ4_XS, and F16 with
+// Whether the weights buffer repacks t: Q4_0, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K, IQ4_XS, and F16 with
 // rows of a multiple of 32 elements.
 bool repacks(const Tensor& t);
 // The panel layout of a contiguous tensor the weights buffer repacks.

@@ -68,6 +68,10 @@ const MatKernel* entry(const Kernels& k, const Tensor& w) {
       return &k.q5_0;
     case DType::kQ5_1:
       return &k.q5_1;
+    case DType::kQ2_K:
+      return is_repacked(w) ? &k.q2_k_panel : nullptr;
+    case DType::kQ3_K:
+      return is_repacked(w) ? &k.q3_k_panel : nullptr;
     case DType::kQ4_K:
       return is_repacked(w) ? &k.q4_k_panel : &k.q4_k;
     case DType::kQ5_K:
@@ -107,6 +111,8 @@ size_t act_bytes(ActFormat act, int64_t k) {
 // The format MUL_MAT converts to for w on a tier whose kernel wants one.
 ActFormat act_format_for(DType wt) {
   switch (wt) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:

@@ -1,4 +1,4 @@
-// amx tier: Q4_K / Q5_K / Q6_K / IQ4_XS panel GEMMs on AMX-INT8 tiles; GEMV shapes stay on
+// amx tier: Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS panel GEMMs on AMX-INT8 tiles; GEMV shapes stay on
 // the avx512 kernels. Per panel and call, each block's quants are unpacked
 // once into u8 B tiles, one per sub-block (Q4_K: 8 of 32 k, 8 rows x 64
 // bytes; Q5_K the same with q's fifth bit ORed in; Q6_K: 16 of 16 k, 4 rows x 64 bytes), and its
@@ -187,6 +187,90 @@ struct Q6K {
   }
 };
 
+// Q3_K and Q2_K: Q6_K's 16-element sub-blocks, B tiles of q' = the 2 low bits
+// | hbit << 2 (Q3_K, in [0, 7]; x = d (sc - 32) (q' - 4)) or of q (Q2_K;
+// x = d sc q - dmin m). Per half hh and step t, qs group t (Q2_K: 4 + ...,
+// Q3_K: 8 + 8 hh + t) holds crumb g of elements 128 hh + 32 g + 4 t ..:
+// sub-block 8 hh + 2 g + t / 4, B row t % 4 (repack.h).
+template <bool kQ3>
+struct K16Low {
+  static constexpr int kSub = 16, kSubK = 16, kPairs = 8;
+  static constexpr size_t kScaleBytes = kQ3 ? 2 : 4, kQuantBytes = kQ3 ? 108 : 80;
+  static constexpr bool kDmin = !kQ3;
+  using U = Unpacked<kSub, kPairs>;
+  static void unpack(const uint8_t*, const uint8_t* q, U& u) {
+    const __m512i m3 = _mm512_set1_epi32(0x03030303), m4 = _mm512_set1_epi32(0x0F0F0F0F);
+    if constexpr (kQ3) {  // scales as x86/kpanels.h's Q3KBytes, then - 32 as int8
+      const __m512i s0 = load(q + 64 * 24), s1 = load(q + 64 * 25), s2 = load(q + 64 * 26);
+      const __m512i m30 = _mm512_set1_epi32(0x30303030), k32 = _mm512_set1_epi32(0x20202020);
+      const __m512i scv[4] = {
+          _mm512_or_si512(_mm512_and_si512(s0, m4),
+                          _mm512_and_si512(_mm512_slli_epi16(s2, 4), m30)),
+          _mm512_or_si512(_mm512_and_si512(s1, m4),
+                          _mm512_and_si512(_mm512_slli_epi16(s2, 2), m30)),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(s0, 4), m4),
+                          _mm512_and_si512(s2, m30)),
+          _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(s1, 4), m4),
+                          _mm512_and_si512(_mm512_srli_epi16(s2, 2), m30))};
+      for (int g = 0; g < 4; ++g) {
+        const __m512i v = _mm512_sub_epi8(scv[g], k32);
+        for (int i = 0; i < 4; ++i) {
+          u.sc[4 * g + i] =
+              _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24);
+        }
+        u.pairs[2 * g] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+        u.pairs[2 * g + 1] = _mm512_srai_epi16(v, 8);
+      }
+    } else {  // sc low nibbles, m high (as int16 pairs, Q6_K's order)
+      const __m512i lo16 = _mm512_set1_epi32(0x000F000F);
+      for (int g = 0; g < 4; ++g) {
+        const __m512i v = load(q + 64 * g);
+        const __m512i sc = _mm512_and_si512(v, m4);
+        for (int i = 0; i < 4; ++i) u.sc[4 * g + i] = byte_u(sc, i);
+        const __m512i m = _mm512_srli_epi16(v, 4);
+        u.pairs[2 * g] = _mm512_and_si512(m, lo16);
+        u.pairs[2 * g + 1] = _mm512_and_si512(_mm512_srli_epi16(m, 8), lo16);
+      }
+    }
+    const __m512i m04 = _mm512_set1_epi32(0x04040404);
+    for (int hh = 0; hh < 2; ++hh) {
+      for (int t = 0; t < 8; ++t) {
+        const __m512i qs = load(q + 64 * ((kQ3 ? 8 : 4) + 8 * hh + t));
+        __m512i w[4] = {_mm512_and_si512(qs, m3),
+                        _mm512_and_si512(_mm512_srli_epi16(qs, 2), m3),
+                        _mm512_and_si512(_mm512_srli_epi16(qs, 4), m3),
+                        _mm512_and_si512(_mm512_srli_epi16(qs, 6), m3)};
+        if constexpr (kQ3) {  // hmask bit 4 hh + g to bit 2
+          __m512i hm = load(q + 64 * t);
+          if (hh == 1) hm = _mm512_srli_epi16(hm, 4);
+          w[0] = _mm512_or_si512(w[0], _mm512_and_si512(_mm512_slli_epi16(hm, 2), m04));
+          w[1] = _mm512_or_si512(w[1], _mm512_and_si512(_mm512_slli_epi16(hm, 1), m04));
+          w[2] = _mm512_or_si512(w[2], _mm512_and_si512(hm, m04));
+          w[3] = _mm512_or_si512(w[3], _mm512_and_si512(_mm512_srli_epi16(hm, 1), m04));
+        }
+        for (int g = 0; g < 4; ++g) {
+          _mm512_store_si512(u.b[8 * hh + 2 * g + t / 4] + 64 * (t % 4), w[g]);
+        }
+      }
+    }
+  }
+  static void act_pairs(const block_q8_K& x, int32_t* out) { Q6K::act_pairs(x, out); }
+  // Q3_K: acc += d dx (isum - 4 (pairs . act)); Q2_K: acc += d dx isum - dmin dx (pairs . act)
+  static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512 dmin, float dx) {
+    const __m512 vdx = _mm512_set1_ps(dx);
+    if constexpr (kQ3) {
+      const __m512i s = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 2));
+      return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, vdx), acc);
+    } else {
+      acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, vdx), acc);
+      return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_mul_ps(dmin, vdx), acc);
+    }
+  }
+};
+
+using Q3K = K16Low<true>;
+using Q2K = K16Low<false>;
+
 // IQ4_XS: B tiles of the IQ4 levels + 128 (u8 for tdpbsud), sub-block j's
 // 32 k as Q4_K's; the +128 comes off as 128 sum_j sc_j B_j, sc_j = ls_j - 32
 // as int16 pairs ordered as Q4_K's mins (act_pairs the same).
@@ -368,6 +452,22 @@ void gemm(const MatArgs& a) {
 #undef TILE_B1
 
 }  // namespace
+
+void mat_q2_k_panel(const MatArgs& a) {
+  if (a.cols < kMinCols || a.k < kQKK) {
+    avx512::mat_q2_k_panel(a);
+  } else {
+    gemm<Q2K>(a);
+  }
+}
+
+void mat_q3_k_panel(const MatArgs& a) {
+  if (a.cols < kMinCols || a.k < kQKK) {
+    avx512::mat_q3_k_panel(a);
+  } else {
+    gemm<Q3K>(a);
+  }
+}
 
 void mat_q4_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {

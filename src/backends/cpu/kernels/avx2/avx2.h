@@ -9,7 +9,9 @@ namespace tessera::cpu::avx2 {
 void mat_q4_0_panel(const MatArgs& a);
 void mat_q8_0_panel(const MatArgs& a);
 void mat_iq4_nl_panel(const MatArgs& a);
-void mat_q4_k_panel(const MatArgs& a);  // kpanel.cpp
+void mat_q2_k_panel(const MatArgs& a);  // kpanel.cpp
+void mat_q3_k_panel(const MatArgs& a);
+void mat_q4_k_panel(const MatArgs& a);
 void mat_q5_k_panel(const MatArgs& a);
 void mat_q6_k_panel(const MatArgs& a);
 void mat_iq4_xs_panel(const MatArgs& a);

@@ -83,6 +83,7 @@ struct KVec256 {
   }
   static I end(Acc acc, Scale s) { return _mm256_madd_epi16(acc, s); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
+  static I sub8(I a, I b) { return _mm256_sub_epi8(a, b); }
   static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
   static I dot16(I acc, I s16, int32_t pair) {
     return _mm256_add_epi32(acc, _mm256_madd_epi16(s16, _mm256_set1_epi32(pair)));
@@ -106,6 +107,12 @@ constexpr int kCols = 2;
 
 }  // namespace
 
+void avx2::mat_q2_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec256, Q2KPanel, kStreams, kCols>::run(a);
+}
+void avx2::mat_q3_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec256, Q3KPanel, kStreams, kCols>::run(a);
+}
 void avx2::mat_q4_k_panel(const MatArgs& a) {
   KPanelKernel<KVec256, Q4KPanel, kStreams, kCols>::run(a);
 }

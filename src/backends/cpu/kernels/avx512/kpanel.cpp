@@ -80,6 +80,7 @@ struct KVec512 {
   static Scale scale(I v) { return v; }
   static I end(Acc acc, Scale s) { return _mm512_mullo_epi32(acc, s); }
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
+  static I sub8(I a, I b) { return _mm512_sub_epi8(a, b); }
   static I sub32(I a, I b) { return _mm512_sub_epi32(a, b); }
   static I dot16(I acc, I s16, int32_t pair) {
     return _mm512_dpwssd_epi32(acc, s16, _mm512_set1_epi32(pair));
@@ -102,9 +103,17 @@ struct KVec512 {
 // (whose 4 sums per column and sub-block pair would not fit 8 columns).
 constexpr int kStreams = 4;
 constexpr int kQ4KCols = 8, kQ5KCols = 8, kQ6KCols = 4, kIQ4XSCols = 8;
+// Q2_K and Q3_K have Q6_K's 16-element sub-blocks: 4 columns as it.
+constexpr int kQ2KCols = 4, kQ3KCols = 4;
 
 }  // namespace
 
+void avx512::mat_q2_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec512, Q2KPanel, kStreams, kQ2KCols>::run(a);
+}
+void avx512::mat_q3_k_panel(const MatArgs& a) {
+  KPanelKernel<KVec512, Q3KPanel, kStreams, kQ3KCols>::run(a);
+}
 void avx512::mat_q4_k_panel(const MatArgs& a) {
   KPanelKernel<KVec512, Q4KPanel, kStreams, kQ4KCols>::run(a);
 }

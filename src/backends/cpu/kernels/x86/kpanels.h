@@ -1,4 +1,4 @@
-// Q4_K, Q5_K and Q6_K weights in 16-row panels (repack.h) times Q8_K activations,
+// Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights in 16-row panels (repack.h) times Q8_K activations,
 // written once for the avx2 and avx512 tiers: the tier's policy V supplies
 // the vectors (V::kRows rows of 32-bit lanes: 16 in a zmm, or 8 in a ymm, two
 // halves per panel) and its int8 dot product. Outer-product form, as the
@@ -17,6 +17,13 @@
 //     levels (vpshufb on the nibbles): row . col = d d_a sum_j (ls_j - 32) D_j,
 //     D_j = sum L[q] a (V::sdot: a signed-weight dot, exact), |D_j| <= 32 *
 //     127 * 128 < 2^19, |sum (ls - 32) D| < 2^27.
+//   Q3_K: x = d (sc_s - 32) (q_s - 4) per 16-element sub-block s, q = the 2
+//     low bits | hmask bit << 2 in [0, 7]: as Q6_K with an offset of 4;
+//     |D_s| <= 16 * 7 * 128 = 14336, |sum sc D| <= 16 * 32 * 14336 < 2^23,
+//     4 |sum sc B| <= 4 * 16 * 32 * 2048 < 2^23: the difference < 2^24.
+//   Q2_K: x = d sc_s q - dmin m_s per 16-element sub-block (sc, m 4 bits, q
+//     2): |D_s| <= 16 * 3 * 128 = 6144, |sum sc D| <= 16 * 15 * 6144 < 2^21,
+//     |sum m B| <= 16 * 15 * 2048 < 2^19 (int16 pair products).
 // Every integer is exact: |D_j| <= 32 * 15 * 128, |sum sc D| < 2^25 (Q4_K;
 // 2^29 where V::kNibbleX16 takes each D_j 16 times: vpdpbusd does not saturate);
 // Q5_K |D_j| <= 32 * 31 * 128, |sum sc D| < 2^26;
@@ -185,72 +192,201 @@ using Q4KPanel = KMinPanel<V, false>;
 template <class V>
 using Q5KPanel = KMinPanel<V, true>;
 
+// The bytes of a format with 16-element sub-blocks (Q2_K, Q3_K, Q6_K), as
+// K16Panel walks them: a block's weights come in 2 halves (hh) x 8 steps (t)
+// of 4 vectors w[g], g 0..3: elements 128 hh + 32 g + 4 t .. + 3 of each row,
+// sub-block 8 hh + 2 g + t / 4, as unsigned bytes (q, or q + offset).
+// scales() gives the sub-block scales as bytes (sub-block 4 g + i in byte i of
+// scv[g]; kSigned: int8), pairs() the int16 pairs that meet the Q8_K bsums
+// (4 g, 4 g + 2) and (4 g + 1, 4 g + 3): the scales (kOffsetShift: the weight
+// is q - 2^kOffsetShift) or the mins (kMins: x = d sc q - dmin m).
 template <class V>
-struct Q6KPanel {
+struct Q6KBytes {  // ql[128] (groups 0-31), qh[64] (32-47), int8 scales[16] (48-51)
   static constexpr size_t kScaleBytes = 2;    // d
-  static constexpr size_t kQuantBytes = 208;  // ql[128], qh[64], scales[16]
+  static constexpr size_t kQuantBytes = 208;
+  static constexpr bool kSigned = true, kMins = false;
+  static constexpr int kOffsetShift = 5;
+  static constexpr int kChain = V::kQ6Chain;  // groups of 4 per dot chain (exact in its type)
+  using I = typename V::I;
+  template <bool kPf>
+  [[gnu::always_inline]] static void scales(const uint8_t* q, int h, I (&scv)[4]) {
+    for (int g = 0; g < 4; ++g) scv[g] = load_group<V, kPf>(q, 48 + g, h);
+  }
+  template <bool kPf, int kHh>
+  [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
+    const I m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
+    const I qh = load_group<V, kPf>(q, 32 + 8 * kHh + t, h);
+    const I l0 = load_group<V, kPf>(q, 16 * kHh + t, h);
+    const I l1 = load_group<V, kPf>(q, 16 * kHh + 8 + t, h);
+    w[0] = V::or_(V::and_(l0, m4), V::and_(V::template slli16<4>(qh), m30));
+    w[1] = V::or_(V::and_(l1, m4), V::and_(V::template slli16<2>(qh), m30));
+    w[2] = V::or_(V::and_(V::template srli16<4>(l0), m4), V::and_(qh, m30));
+    w[3] = V::or_(V::and_(V::template srli16<4>(l1), m4), V::and_(V::template srli16<2>(qh), m30));
+  }
+  static void pairs(const uint8_t*, int, const I (&scv)[4], I (&p)[8]) {
+    for (int g = 0; g < 4; ++g) {
+      p[2 * g] = V::template srai16<8>(V::template slli16<8>(scv[g]));
+      p[2 * g + 1] = V::template srai16<8>(scv[g]);
+    }
+  }
+};
+
+// Q3_K: hmask[32] (groups 0-7), qs[64] (8-23), scales[12] (24-26). The
+// weight is q' = low 2 bits | hbit << 2 in [0, 7], x = d (sc - 32) (q' - 4).
+template <class V>
+struct Q3KBytes {
+  static constexpr size_t kScaleBytes = 2;  // d
+  static constexpr size_t kQuantBytes = 108;
+  static constexpr bool kSigned = true, kMins = false;
+  static constexpr int kOffsetShift = 2;
+  // A whole sub-block per chain: avx2's int16 pairs sum 4 groups to
+  // <= 4 * 2 * 7 * 128 = 7168.
+  static constexpr int kChain = 4;
+  using I = typename V::I;
+  template <bool kPf>
+  [[gnu::always_inline]] static void scales(const uint8_t* q, int h, I (&scv)[4]) {
+    // Scale j: low 4 bits in nibble j / 8 of byte j % 8, high 2 bits in
+    // crumb j / 4 of byte 8 + j % 4; so bytes i of s0 / s1 / s2 serve
+    // sub-blocks i, 4 + i, 8 + i, 12 + i. Then - 32 as int8.
+    const I s0 = load_group<V, kPf>(q, 24, h), s1 = load_group<V, kPf>(q, 25, h);
+    const I s2 = load_group<V, kPf>(q, 26, h);
+    const I m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030), k32 = V::set1(0x20202020);
+    scv[0] = V::or_(V::and_(s0, m4), V::and_(V::template slli16<4>(s2), m30));
+    scv[1] = V::or_(V::and_(s1, m4), V::and_(V::template slli16<2>(s2), m30));
+    scv[2] = V::or_(V::and_(V::template srli16<4>(s0), m4), V::and_(s2, m30));
+    scv[3] = V::or_(V::and_(V::template srli16<4>(s1), m4),
+                    V::and_(V::template srli16<2>(s2), m30));
+    for (I& v : scv) v = V::sub8(v, k32);
+  }
+  template <bool kPf, int kHh>
+  [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
+    const I m3 = V::set1(0x03030303), m04 = V::set1(0x04040404);
+    const I qs = load_group<V, kPf>(q, 8 + 8 * kHh + t, h);
+    // hmask bytes 4t..4t+3: bit 4 hh + g is the high bit of crumb g, moved to bit 2
+    // (16-bit shifts; the bits used stay inside their byte).
+    I hm = load_group < V, kPf && kHh == 0 > (q, t, h);
+    if constexpr (kHh == 1) hm = V::template srli16<4>(hm);
+    w[0] = V::or_(V::and_(qs, m3), V::and_(V::template slli16<2>(hm), m04));
+    w[1] = V::or_(V::and_(V::template srli16<2>(qs), m3), V::and_(V::template slli16<1>(hm), m04));
+    w[2] = V::or_(V::and_(V::template srli16<4>(qs), m3), V::and_(hm, m04));
+    w[3] = V::or_(V::and_(V::template srli16<6>(qs), m3), V::and_(V::template srli16<1>(hm), m04));
+  }
+  static void pairs(const uint8_t* q, int h, const I (&scv)[4], I (&p)[8]) {
+    Q6KBytes<V>::pairs(q, h, scv, p);
+  }
+};
+
+// Q2_K: scales[16] (groups 0-3: sc in the low nibbles, m in the high), qs[64]
+// (4-19); x = d sc q - dmin m.
+template <class V>
+struct Q2KBytes {
+  static constexpr size_t kScaleBytes = 4;  // d, dmin
+  static constexpr size_t kQuantBytes = 80;
+  static constexpr bool kSigned = false, kMins = true;
+  static constexpr int kOffsetShift = 0;
+  static constexpr int kChain = 4;  // avx2: 4 * 2 * 3 * 128 = 3072
+  using I = typename V::I;
+  template <bool kPf>
+  [[gnu::always_inline]] static void scales(const uint8_t* q, int h, I (&scv)[4]) {
+    for (int g = 0; g < 4; ++g) scv[g] = V::and_(load_group<V, kPf>(q, g, h), V::set1(0x0F0F0F0F));
+  }
+  template <bool kPf, int kHh>
+  [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
+    const I m3 = V::set1(0x03030303);
+    const I qs = load_group<V, kPf>(q, 4 + 8 * kHh + t, h);
+    w[0] = V::and_(qs, m3);
+    w[1] = V::and_(V::template srli16<2>(qs), m3);
+    w[2] = V::and_(V::template srli16<4>(qs), m3);
+    w[3] = V::and_(V::template srli16<6>(qs), m3);
+  }
+  static void pairs(const uint8_t* q, int h, const I (&)[4], I (&p)[8]) {
+    const I lo16 = V::set1(0x000F000F);
+    for (int g = 0; g < 4; ++g) {  // the mins: high nibbles, as int16 pairs
+      const I v = V::template srli16<4>(V::load(q + 64 * g + V::kGroupBytes * static_cast<size_t>(h)));
+      p[2 * g] = V::and_(v, lo16);
+      p[2 * g + 1] = V::and_(V::template srli16<8>(v), lo16);
+    }
+  }
+};
+
+// Q2_K, Q3_K and Q6_K over the bytes W: per sub-block s of 16 an exact dot
+// D_s = sum w a, times its scale; then the offset or the mins by the bsums B_s:
+//   Q6_K: row . col = d d_a (sum_s sc_s D_s - 32 sum_s sc_s B_s)
+//   Q3_K: row . col = d d_a (sum_s sc_s D_s - 4 sum_s sc_s B_s), sc in [-32, 31]
+//   Q2_K: row . col = d d_a sum_s sc_s D_s - dmin d_a sum_s m_s B_s
+template <class V, class W>
+struct K16Panel {
+  static constexpr size_t kScaleBytes = W::kScaleBytes;
+  static constexpr size_t kQuantBytes = W::kQuantBytes;
   using I = typename V::I;
   using F = typename V::F;
+
+  template <int kHh, int C, bool kPf>
+  [[gnu::always_inline]] static void half(const uint8_t* q, int h, const block_q8_K* const* xb,
+                                          const I (&scv)[4], I* isum) {
+    constexpr int kChain = W::kChain;
+#pragma GCC unroll 4
+    for (int t0 = 0; t0 < 8; t0 += kChain) {  // elements 4 t, t in [t0, t0 + kChain)
+      typename V::Acc dg[C][4];
+      for (int c = 0; c < C; ++c) {
+        for (int g = 0; g < 4; ++g) dg[c][g] = V::acc_zero();
+      }
+      for (int t = t0; t < t0 + kChain; ++t) {
+        I w[4];
+        W::template weights<kPf, kHh>(q, t, h, w);
+        for (int c = 0; c < C; ++c) {
+          for (int g = 0; g < 4; ++g) {
+            dg[c][g] = V::dot(dg[c][g], w[g], xb[c]->qs + 128 * kHh + 32 * g + 4 * t);
+          }
+        }
+      }
+      for (int g = 0; g < 4; ++g) {
+        const int sb = 8 * kHh + 2 * g + t0 / 4;  // sub-block of 16
+        const I b = W::kSigned ? V::byte_s(scv[sb / 4], sb % 4) : V::byte_u(scv[sb / 4], sb % 4);
+        const auto sc = V::scale(b);
+        for (int c = 0; c < C; ++c) isum[c] = V::add32(isum[c], V::end(dg[c][g], sc));
+      }
+    }
+  }
 
   template <int C, bool kPf = false>
   [[gnu::always_inline]] static void block(const uint8_t* s, const uint8_t* q, int h,
                                            const block_q8_K* const* xb, F* acc) {
-    const I m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
-    I scv[4];  // int8 sub-block scales 4 g .. 4 g + 3 in each lane
-    for (int g = 0; g < 4; ++g) scv[g] = load_group<V, kPf>(q, 48 + g, h);
+    I scv[4];
+    W::template scales<kPf>(q, h, scv);
     I isum[C];
     for (int c = 0; c < C; ++c) isum[c] = V::zero();
-    constexpr int kChain = V::kQ6Chain;  // groups of 4 per dot chain (exact in its type)
-#pragma GCC unroll 2
-    for (int hh = 0; hh < 2; ++hh) {  // elements 128 hh + 32 g + i, g 0..3, i 0..31
-#pragma GCC unroll 4
-      for (int t0 = 0; t0 < 8; t0 += kChain) {  // i = 4 t, t in [t0, t0 + kChain)
-        typename V::Acc dg[C][4];
-        for (int c = 0; c < C; ++c) {
-          for (int g = 0; g < 4; ++g) dg[c][g] = V::acc_zero();
-        }
-        for (int t = t0; t < t0 + kChain; ++t) {
-          const I qh = load_group<V, kPf>(q, 32 + 8 * hh + t, h);
-          const I l0 = load_group<V, kPf>(q, 16 * hh + t, h);
-          const I l1 = load_group<V, kPf>(q, 16 * hh + 8 + t, h);
-          const I w[4] = {
-              V::or_(V::and_(l0, m4), V::and_(V::template slli16<4>(qh), m30)),
-              V::or_(V::and_(l1, m4), V::and_(V::template slli16<2>(qh), m30)),
-              V::or_(V::and_(V::template srli16<4>(l0), m4), V::and_(qh, m30)),
-              V::or_(V::and_(V::template srli16<4>(l1), m4), V::and_(V::template srli16<2>(qh), m30)),
-          };
-          for (int c = 0; c < C; ++c) {
-            for (int g = 0; g < 4; ++g) {
-              dg[c][g] = V::dot(dg[c][g], w[g], xb[c]->qs + 128 * hh + 32 * g + 4 * t);
-            }
-          }
-        }
-        for (int g = 0; g < 4; ++g) {
-          const int sb = 8 * hh + 2 * g + t0 / 4;  // sub-block of 16
-          const auto sc = V::scale(V::byte_s(scv[sb / 4], sb % 4));
-          for (int c = 0; c < C; ++c) isum[c] = V::add32(isum[c], V::end(dg[c][g], sc));
-        }
-      }
-    }
-    // The -32 offset: 32 sum_s sc_s B_s, sc as int16 pairs (sc 4g, sc 4g+2), (4g+1, 4g+3).
-    I sce[4], sco[4];
-    for (int g = 0; g < 4; ++g) {
-      sce[g] = V::template srai16<8>(V::template slli16<8>(scv[g]));
-      sco[g] = V::template srai16<8>(scv[g]);
-    }
+    half<0, C, kPf>(q, h, xb, scv, isum);
+    half<1, C, kPf>(q, h, xb, scv, isum);
+    I p[8];
+    W::pairs(q, h, scv, p);
     const F d = V::load_f16(s + V::kHalfScaleBytes * h);
     for (int c = 0; c < C; ++c) {
       const int16_t* bs = xb[c]->bsums;
       I os = V::zero();
       for (int g = 0; g < 4; ++g) {
-        os = V::dot16(os, sce[g], pair16(bs[4 * g], bs[4 * g + 2]));
-        os = V::dot16(os, sco[g], pair16(bs[4 * g + 1], bs[4 * g + 3]));
+        os = V::dot16(os, p[2 * g], pair16(bs[4 * g], bs[4 * g + 2]));
+        os = V::dot16(os, p[2 * g + 1], pair16(bs[4 * g + 1], bs[4 * g + 3]));
       }
-      const I sum = V::sub32(isum[c], V::template slli32<5>(os));
-      acc[c] = V::fmadd(V::cvt(sum), V::mul(d, V::set1f(xb[c]->d)), acc[c]);
+      const F dx = V::set1f(xb[c]->d);
+      if constexpr (W::kMins) {
+        const F dmin = V::load_f16(s + 32 + V::kHalfScaleBytes * h);
+        acc[c] = V::fmadd(V::cvt(isum[c]), V::mul(d, dx), acc[c]);
+        acc[c] = V::fnmadd(V::cvt(os), V::mul(dmin, dx), acc[c]);
+      } else {
+        const I sum = V::sub32(isum[c], V::template slli32<W::kOffsetShift>(os));
+        acc[c] = V::fmadd(V::cvt(sum), V::mul(d, dx), acc[c]);
+      }
     }
   }
 };
+
+template <class V>
+using Q6KPanel = K16Panel<V, Q6KBytes<V>>;
+template <class V>
+using Q3KPanel = K16Panel<V, Q3KBytes<V>>;
+template <class V>
+using Q2KPanel = K16Panel<V, Q2KBytes<V>>;
 
 template <class V>
 struct IQ4XSPanel {
