@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/tokenizer.h"
+#include "tessera/tool_calls.h"
 
 namespace tessera {
 class ChatTemplate;
@@ -44,23 +45,37 @@ class ChatRenderer {
   // Throws ChatError.
   // `kwargs`: more variables for the template (llama-server's
   // chat_template_kwargs, e.g. {"enable_thinking": false}).
-  std::string render(const nlohmann::json& messages, bool add_generation_prompt,
-                     const nlohmann::json& kwargs = nlohmann::json::object()) const;
+  // `tools`: OpenAI's tools array for the template (null: none). Assistant
+  // tool calls in the history take their arguments as objects; a template
+  // that knows no tools gets them described in a system message
+  // (tool_messages()).
+  std::string render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                     const nlohmann::json& kwargs = nlohmann::json::object(),
+                     const nlohmann::ordered_json& tools = nullptr) const;
   // The prompt's tokens: the template's own markers become special tokens,
   // the text of the messages never does (a user typing "</s>" gets text).
-  std::vector<TokenId> tokenize(const nlohmann::json& messages, bool add_generation_prompt,
+  std::vector<TokenId> tokenize(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                                 const Tokenizer& tokenizer,
-                                const nlohmann::json& kwargs = nlohmann::json::object()) const;
+                                const nlohmann::json& kwargs = nlohmann::json::object(),
+                                const nlohmann::ordered_json& tools = nullptr) const;
+
+  // The format the template's model writes tool calls in, and whether the
+  // template renders `tools` itself.
+  ToolFormat tool_format() const { return tools_.format; }
+  bool native_tools() const { return tools_.prints_tools; }
 
   // The built-in templates' names, comma-separated (for --help).
   static std::string builtin_names();
 
  private:
-  std::string apply(const nlohmann::json& messages, bool add_generation_prompt,
-                    const nlohmann::json& kwargs) const;
+  nlohmann::ordered_json prepare(const nlohmann::ordered_json& messages,
+                                 const nlohmann::ordered_json& tools) const;
+  std::string apply(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                    const nlohmann::json& kwargs, const nlohmann::ordered_json& tools) const;
 
   std::shared_ptr<const ChatTemplate> template_;
   std::string bos_, eos_;
+  TemplateTools tools_;
 };
 
 // Whether a prompt leaves the model inside its thinking: its last tokens

@@ -126,7 +126,8 @@ std::unique_ptr<SamplerStage> stage(std::shared_ptr<const Grammar> grammar,
 // else that would constrain the output is an Error(kInvalidArgument) naming
 // its JSON pointer, never ignored. Properties come in the schema's order
 // (required ones first) with an ordered_json; a plain json has already
-// sorted its keys.
+// sorted its keys. The grammar starts "root ::= "; no other rule is named
+// root, ws or json-* but its primitives, nor wrap-* (for grammars that embed it).
 std::string json_schema_to_grammar(const nlohmann::ordered_json& schema);
 std::string json_schema_to_grammar(const nlohmann::json& schema);
 // Any JSON object (response_format json_object).

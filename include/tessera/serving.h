@@ -37,6 +37,7 @@
 #include "tessera/engine.h"
 #include "tessera/sampler.h"
 #include "tessera/tokenizer.h"
+#include "tessera/tool_calls.h"
 
 namespace tessera::serving {
 
@@ -71,6 +72,16 @@ struct GenerationParams {
   // Token masks for the sampler chain (grammars, JSON schemas): called once
   // per request, the stages go after the banned tokens.
   std::function<std::vector<std::unique_ptr<SamplerStage>>()> masks;
+  // Tool calls: the answer (after any thinking) is parsed in this format,
+  // calls going to Event::tool_calls and the rest to Event::text; the
+  // format's marker tokens render as text. `forced`: a grammar made the
+  // output a call; `tool_names` for the formats that need them.
+  struct Tools {
+    ToolFormat format = ToolFormat::kGeneric;
+    bool forced = false;
+    std::vector<std::string> tool_names;
+  };
+  std::optional<Tools> tools;
 };
 
 struct TokenProb {
@@ -83,6 +94,7 @@ struct TokenProb {
 struct Event {
   std::string text;  // new text, whole UTF-8 characters
   std::string reasoning;  // new thinking, with GenerationParams::split_reasoning
+  std::vector<ToolCall> tool_calls;  // calls completed, with GenerationParams::tools
   // Per generated token in this event (when top_logprobs >= 0): the chosen
   // token and the top alternatives.
   std::vector<std::pair<TokenProb, std::vector<TokenProb>>> probs;

@@ -141,7 +141,9 @@ class Converter {
     for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     if (base.empty()) base = "schema";
     std::string name = base;
-    for (int i = 2; rules_.contains(name) || name == "root" || name.starts_with("json-") || name == "ws"; ++i) {
+    for (int i = 2; rules_.contains(name) || name == "root" || name.starts_with("json-") || name == "ws" ||
+                    name.starts_with("wrap-");
+         ++i) {
       name = fmt::format("{}-{}", base, i);
     }
     rules_[name] = body;

@@ -12,20 +12,20 @@ namespace {
 // The messages as templates expect them: content a string. OpenAI's shapes
 // are accepted: content as an array of text parts (joined), null content
 // (an assistant turn with tool_calls), name fields (kept).
-nlohmann::json normalize(const nlohmann::json& messages) {
+nlohmann::ordered_json normalize(const nlohmann::ordered_json& messages) {
   if (!messages.is_array() || messages.empty()) throw ChatError("'messages' must be a non-empty array");
-  nlohmann::json out = nlohmann::json::array();
-  for (const nlohmann::json& m : messages) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const nlohmann::ordered_json& m : messages) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       throw ChatError("each message must be an object with a string 'role'");
     }
-    nlohmann::json msg = m;
+    nlohmann::ordered_json msg = m;
     const auto c = m.find("content");
     if (c == m.end() || c->is_null()) {
       msg["content"] = "";
     } else if (c->is_array()) {
       std::string text;
-      for (const nlohmann::json& part : *c) {
+      for (const nlohmann::ordered_json& part : *c) {
         const std::string type = part.is_object() ? part.value("type", "") : "";
         if (type == "text" && part.contains("text") && part["text"].is_string()) {
           text += part["text"].get<std::string>();
@@ -47,10 +47,11 @@ nlohmann::json normalize(const nlohmann::json& messages) {
 
 // Where each message's content sits in the render, in order: those bytes
 // are the client's text, never control tokens.
-std::vector<TextRange> content_ranges(const std::string& text, const nlohmann::json& messages) {
+std::vector<TextRange> content_ranges(const std::string& text, const nlohmann::ordered_json& messages) {
   std::vector<TextRange> ranges;
   size_t from = 0;
-  for (const nlohmann::json& m : messages) {
+  for (const nlohmann::ordered_json& m : messages) {
+    if (!m.contains("content") || !m["content"].is_string()) continue;
     const std::string& content = m["content"].get_ref<const std::string&>();
     if (content.empty()) continue;
     size_t at = text.find(content, from);
@@ -95,34 +96,45 @@ ChatRenderer::ChatRenderer(const gguf::File& file, const Tokenizer& tokenizer,
   };
   bos_ = piece(tokenizer.bos());
   eos_ = piece(tokenizer.eos());
+  tools_ = template_tools(template_->source());
 }
 
-std::vector<TokenId> ChatRenderer::tokenize(const nlohmann::json& messages, bool add_generation_prompt,
-                                           const Tokenizer& tokenizer, const nlohmann::json& kwargs) const {
-  const nlohmann::json normal = normalize(messages);
-  const std::string text = apply(normal, add_generation_prompt, kwargs);
+nlohmann::ordered_json ChatRenderer::prepare(const nlohmann::ordered_json& messages,
+                                             const nlohmann::ordered_json& tools) const {
+  if (!tools.is_null() && !tools.is_array()) throw ChatError("'tools' must be an array");
+  return normalize(tool_messages(normalize(messages), tools, tools_));
+}
+
+std::vector<TokenId> ChatRenderer::tokenize(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                           const Tokenizer& tokenizer, const nlohmann::json& kwargs,
+                                           const nlohmann::ordered_json& tools) const {
+  const nlohmann::ordered_json prepared = prepare(messages, tools);
+  const std::string text = apply(prepared, add_generation_prompt, kwargs, tools);
   // BOS is the tokenizer's to add (the render has none, as llama.cpp does);
   // the template's own markers are special tokens, the messages' text never.
-  return tokenizer.tokenize(text, true, true, content_ranges(text, normal));
+  return tokenizer.tokenize(text, true, true, content_ranges(text, prepared));
 }
 
-std::string ChatRenderer::render(const nlohmann::json& messages, bool add_generation_prompt,
-                                 const nlohmann::json& kwargs) const {
-  return apply(normalize(messages), add_generation_prompt, kwargs);
+std::string ChatRenderer::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                 const nlohmann::json& kwargs, const nlohmann::ordered_json& tools) const {
+  return apply(prepare(messages, tools), add_generation_prompt, kwargs, tools);
 }
 
-std::string ChatRenderer::apply(const nlohmann::json& messages, bool add_generation_prompt,
-                                const nlohmann::json& kwargs) const {
+std::string ChatRenderer::apply(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                                const nlohmann::json& kwargs, const nlohmann::ordered_json& tools) const {
   ChatTemplateInputs in;
   in.add_generation_prompt = add_generation_prompt;
   in.bos_token = bos_;
   in.eos_token = eos_;
+  // A template that renders tools gets them; one that does not has them
+  // in the system message already.
+  if (tools_.prints_tools && tools.is_array() && !tools.empty()) in.tools = tools;
   in.extra_context = {{"enable_thinking", true}};  // as llama.cpp passes it
   if (!kwargs.is_object()) throw ChatError("chat_template_kwargs must be an object");
   for (const auto& [k, v] : kwargs.items()) in.extra_context[k] = v;
   try {
     // The tokenizer adds BOS itself when the model asks for it.
-    return template_->apply(nlohmann::ordered_json(messages), in, {.strip_leading_bos = true});
+    return template_->apply(messages, in, {.strip_leading_bos = true});
   } catch (const ChatTemplateError& e) {
     throw ChatError(e.raised_message() ? *e.raised_message() : std::string(e.what()));
   } catch (const std::exception& e) {

@@ -85,6 +85,8 @@ struct Generator::Slot {
   std::unique_ptr<Sampler> sampler;
   TextStream text;
   std::optional<ReasoningSplitter> reasoning;
+  std::optional<ToolCallParser> tool_parser;
+  std::vector<TokenId> preserved;  // control tokens rendered as text (tool markers)
   int64_t n_gen = 0, n_cached = 0;
   Event pending;          // what the next event sends
   int batch_index = -1;   // this step's token asking for logits
@@ -282,6 +284,14 @@ void Generator::assign(Slot& slot, std::shared_ptr<Request> r) {
   slot.text = TextStream(p.stop);
   slot.reasoning.reset();
   if (p.split_reasoning) slot.reasoning.emplace(p.reasoning_open);
+  slot.tool_parser.reset();
+  slot.preserved.clear();
+  if (p.tools) {
+    slot.tool_parser.emplace(p.tools->format, p.tools->forced, p.tools->tool_names);
+    for (const std::string& m : tool_markers(p.tools->format)) {
+      if (std::optional<TokenId> id = tokenizer_.find(m)) slot.preserved.push_back(*id);
+    }
+  }
   slot.pending = Event{};
   SamplerParams sp = p.sampling;
   if (p.ignore_eos) sp.banned.insert(sp.banned.end(), eog_tokens_.begin(), eog_tokens_.end());
@@ -433,7 +443,9 @@ void Generator::handle_token(Slot& s, std::span<const float> logits) {
   FinishReason reason = FinishReason::kNone;
   if (tokenizer_.is_eog(tok) && !p.ignore_eos) {
     reason = FinishReason::kEndOfText;
-  } else if (s.text.add(tokenizer_.token_to_piece(tok, /*render_special=*/false))) {
+  } else if (s.text.add(tokenizer_.token_to_piece(
+                 tok, /*render_special=*/std::find(s.preserved.begin(), s.preserved.end(), tok) !=
+                          s.preserved.end()))) {
     reason = FinishReason::kStop;
   } else if (p.max_tokens >= 0 && s.n_gen >= p.max_tokens) {
     reason = FinishReason::kLength;
@@ -446,25 +458,34 @@ void Generator::handle_token(Slot& s, std::span<const float> logits) {
   }
   // Send what is certain: a partial stop string or UTF-8 character waits.
   put_text(s, s.text.take_ready(), false);
-  if (!s.pending.text.empty() || !s.pending.reasoning.empty() || !s.pending.probs.empty()) {
+  if (!s.pending.text.empty() || !s.pending.reasoning.empty() || !s.pending.probs.empty() ||
+      !s.pending.tool_calls.empty()) {
     s.send(std::exchange(s.pending, Event{}));
   }
 }
 
-// New text into the next event: as it is, or split into thinking and answer.
+// New text into the next event: as it is, or split into thinking and
+// answer, and the answer into content and tool calls.
 void Generator::put_text(Slot& s, std::string&& text, bool last) {
-  if (!s.reasoning) {
-    s.pending.text += text;
-    return;
+  std::string content;
+  if (s.reasoning) {
+    ReasoningSplitter::Parts parts = s.reasoning->add(text);
+    if (last) {
+      ReasoningSplitter::Parts rest = s.reasoning->finish();
+      parts.reasoning += rest.reasoning;
+      parts.content += rest.content;
+    }
+    s.pending.reasoning += parts.reasoning;
+    content = std::move(parts.content);
+  } else {
+    content = std::move(text);
   }
-  ReasoningSplitter::Parts parts = s.reasoning->add(text);
-  if (last) {
-    ReasoningSplitter::Parts rest = s.reasoning->finish();
-    parts.reasoning += rest.reasoning;
-    parts.content += rest.content;
+  if (s.tool_parser) {
+    content = s.tool_parser->feed(content);
+    if (last) content += s.tool_parser->finish();
+    for (ToolCall& c : s.tool_parser->take_calls()) s.pending.tool_calls.push_back(std::move(c));
   }
-  s.pending.reasoning += parts.reasoning;
-  s.pending.text += parts.content;
+  s.pending.text += content;
 }
 
 void Generator::finish(Slot& s, FinishReason reason, const std::string& error) {

@@ -3,6 +3,10 @@
 // the stream ends cleanly), a completion and its stream, errors surfacing as
 // the SDK's typed errors, the API key, and embeddings once the server has them.
 // The server runs with --api-key, so every call also checks the key goes through.
+// Tool calls (tools, tool_choice required, the call sent back with its result)
+// and response_format json_schema: arguments and content are validated by ajv
+// against their schemas.
+import Ajv from 'ajv';
 import OpenAI from 'openai';
 import { check, metric, waitFor, withServer } from './server.mjs';
 
@@ -103,6 +107,117 @@ async function chat(openai, server, model) {
   check((await metric(server, 'tessera_generated_tokens_total')) < 3500, 'chat abort: the server generated all 3500 tokens');
 }
 
+const kTools = [
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      description: 'The weather in a city',
+      parameters: {
+        type: 'object',
+        properties: { city: { type: 'string', maxLength: 24 }, unit: { enum: ['c', 'f'] } },
+        required: ['city', 'unit'],
+        additionalProperties: false,
+      },
+    },
+  },
+  {
+    type: 'function',
+    function: {
+      name: 'add',
+      description: 'Adds two integers',
+      parameters: {
+        type: 'object',
+        properties: { a: { type: 'integer' }, b: { type: 'integer', minimum: 0, maximum: 100 } },
+        required: ['a', 'b'],
+        additionalProperties: false,
+      },
+    },
+  },
+];
+
+// tools with tool_choice "required", whole and streamed, then the call and
+// its result sent back; each call's arguments valid against its tool's schema.
+async function tools(openai, model) {
+  const ajv = new Ajv({ strict: false });
+  const validators = Object.fromEntries(kTools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
+  const messages = [{ role: 'user', content: 'What is the weather in Paris?' }];
+  let calls = 0;
+  for (let seed = 1; seed <= 4; ++seed) {
+    const req = { model, messages, tools: kTools, tool_choice: 'required', temperature: 1.0, seed, max_tokens: 200 };
+    const c = await openai.chat.completions.create(req);
+    const choice = c.choices[0];
+    if (choice.finish_reason === 'length') continue;
+    ++calls;
+    check(choice.finish_reason === 'tool_calls', `tools: finish_reason ${choice.finish_reason}`);
+    check(choice.message.content === null, `tools: content ${JSON.stringify(choice.message.content)}`);
+    const tc = choice.message.tool_calls;
+    check(Array.isArray(tc) && tc.length === 1, `tools: tool_calls ${JSON.stringify(tc)}`);
+    const call = tc[0];
+    check(call.type === 'function' && /^call_[A-Za-z0-9]{24}$/.test(call.id), `tools: call ${JSON.stringify(call)}`);
+    const validate = validators[call.function.name];
+    check(validate !== undefined, `tools: unknown tool ${call.function.name}`);
+    const args = JSON.parse(call.function.arguments);
+    check(validate(args), `tools: ${call.function.arguments} fails ${call.function.name}'s schema: ${ajv.errorsText(validate.errors)}`);
+
+    // Streamed: the SDK's chunks put together by index give the same call.
+    const stream = await openai.chat.completions.create({ ...req, stream: true });
+    const got = [];
+    let finish = null;
+    for await (const chunk of stream) {
+      for (const ch of chunk.choices) {
+        if (ch.finish_reason) finish = ch.finish_reason;
+        for (const d of ch.delta.tool_calls ?? []) {
+          got[d.index] ??= { id: d.id, name: d.function?.name, arguments: '' };
+          got[d.index].arguments += d.function?.arguments ?? '';
+        }
+      }
+    }
+    check(finish === 'tool_calls', `tools stream: finish_reason ${finish}`);
+    check(got.length === 1 && got[0].name === call.function.name && got[0].arguments === call.function.arguments,
+          `tools stream: ${JSON.stringify(got)} differs from ${JSON.stringify(call)}`);
+
+    // The call and its result back in the history: the model answers.
+    const next = await openai.chat.completions.create({
+      model, tools: kTools, max_tokens: 16, temperature: 0,
+      messages: [...messages, choice.message, { role: 'tool', tool_call_id: call.id, content: '18 degrees' }],
+    });
+    check(['stop', 'length', 'tool_calls'].includes(next.choices[0].finish_reason),
+          `tools history: finish_reason ${next.choices[0].finish_reason}`);
+  }
+  check(calls >= 2, `tools: only ${calls} of 4 forced calls ended within 200 tokens`);
+  console.log(`tools: ${calls} forced calls valid against their schemas, whole and streamed`);
+}
+
+// response_format json_schema (strict, as the SDK sends it): content parses
+// and validates.
+async function responseFormat(openai, model) {
+  const schema = {
+    type: 'object',
+    properties: {
+      name: { type: 'string', minLength: 1, maxLength: 12 },
+      age: { type: 'integer', minimum: 1, maximum: 99 },
+      pets: { type: 'array', items: { enum: ['dog', 'cat', 'fish'] }, maxItems: 3 },
+    },
+    required: ['name', 'age', 'pets'],
+    additionalProperties: false,
+  };
+  const validate = new Ajv({ strict: false }).compile(schema);
+  let ended = 0;
+  for (let seed = 1; seed <= 4; ++seed) {
+    const c = await openai.chat.completions.create({
+      model, messages: kMessages, temperature: 1.0, seed, max_tokens: 120,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', schema, strict: true } },
+    });
+    if (c.choices[0].finish_reason !== 'stop') continue;
+    ++ended;
+    const doc = JSON.parse(c.choices[0].message.content);
+    check(validate(doc), `response_format: ${c.choices[0].message.content} fails the schema`);
+  }
+  check(ended >= 2, `response_format: only ${ended} of 4 ended within 120 tokens`);
+  console.log(`response_format: ${ended} documents valid against the schema`);
+}
+
 async function completion(openai, model) {
   const c = await openai.completions.create({ model, prompt: kPrompt, max_tokens: 24, temperature: 0 });
   check(c.object === 'text_completion', `completion: object ${c.object}`);
@@ -171,6 +286,8 @@ await withServer(['-np', '2', '-c', '8192', '-t', '2', '--api-key', kKey], async
   const m = await models(openai);
   await chat(openai, server, m.id);
   await completion(openai, m.id);
+  await tools(openai, m.id);
+  await responseFormat(openai, m.id);
   await errors(openai, m.id);
   await embeddings(openai, m.id, m.meta.n_embd);
 });

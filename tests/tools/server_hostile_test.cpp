@@ -270,10 +270,12 @@ TEST_F(HostileTest, OpenAIMessageShapesAndUnimplementedFields) {
   auto n = c.Post("/v1/chat/completions", null_content.dump(), "application/json");
   ASSERT_TRUE(n);
   EXPECT_EQ(n->status, 200) << n->body;
-  // An image part, and fields that would change the output, are named.
+  // An image part, malformed tools, and fields that would change the output
+  // but are not implemented, are named.
   const std::vector<std::pair<json, std::string>> refused = {
       {{{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}}}}, "image_url"},
-      {{{"messages", as_text["messages"]}, {"tools", json::array({json::object()})}}, "'tools'"},
+      {{{"messages", as_text["messages"]}, {"tools", json::array({json::object()})}}, "'tools[0]'"},
+      {{{"messages", as_text["messages"]}, {"functions", json::array({json::object()})}}, "'functions'"},
       {{{"messages", as_text["messages"]}, {"response_format", {{"type", "yaml"}}}}, "'response_format'"},
       {{{"messages", as_text["messages"]}, {"json_schema", {{"type", "object"}, {"patternProperties", json::object()}}}}, "'/patternProperties'"},
       {{{"messages", as_text["messages"]}, {"grammar", "root ::= (\"a\""}}, "'grammar': [grammar] line 1"},

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <future>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <iterator>
 #include <mutex>
 #include <regex>
 #include <sstream>
@@ -499,6 +501,148 @@ TEST_F(ServerTest, ResponseFormatJsonSchema) {
   expect_error(c.Post("/v1/completions",
                       json{{"prompt", "x"}, {"response_format", {{"type", "xml"}}}}.dump(), "application/json"),
                400, "'response_format'");
+}
+
+
+json weather_tools() {
+  return json::parse(R"([
+    {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+      "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                     "unit": {"enum": ["c", "f"]}}, "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "add", "description": "Adds two integers",
+      "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                     "required": ["a", "b"]}}}
+  ])");
+}
+
+// A call as the response gives it: id, type, a known name, arguments a JSON
+// text with the schema's required fields.
+void expect_valid_call(const json& call) {
+  EXPECT_TRUE(call["id"].get<std::string>().starts_with("call_")) << call;
+  EXPECT_EQ(call["type"], "function") << call;
+  const json args = json::parse(call["function"]["arguments"].get<std::string>(), nullptr, false);
+  ASSERT_TRUE(args.is_object()) << call;
+  if (call["function"]["name"] == "get_weather") {
+    EXPECT_TRUE(args["city"].is_string()) << call;
+    EXPECT_TRUE(args["unit"] == "c" || args["unit"] == "f") << call;
+  } else {
+    ASSERT_EQ(call["function"]["name"], "add") << call;
+    EXPECT_TRUE(args["a"].is_number_integer() && args["b"].is_number_integer()) << call;
+  }
+}
+
+// Calls in a stream's deltas, put together as OpenAI's clients do (by index).
+json streamed_calls(const std::vector<std::string>& lines, std::string* finish) {
+  json calls = json::array();
+  for (const std::string& l : lines) {
+    if (l == "[DONE]") break;
+    const json j = json::parse(l);
+    if (j["choices"].empty()) continue;
+    const json& c = j["choices"][0];
+    if (!c["finish_reason"].is_null()) *finish = c["finish_reason"];
+    if (!c["delta"].contains("tool_calls")) continue;
+    for (const json& d : c["delta"]["tool_calls"]) {
+      const size_t i = d["index"];
+      if (i == calls.size()) {  // a new call starts with its id, type and name
+        EXPECT_TRUE(d.contains("id") && d.contains("type") && d["function"].contains("name")) << d;
+        calls.push_back({{"id", d["id"]}, {"type", d["type"]},
+                         {"function", {{"name", d["function"]["name"]}, {"arguments", ""}}}});
+      }
+      EXPECT_LT(i, calls.size()) << d;
+      if (i < calls.size() && d["function"].contains("arguments")) {
+        calls[i]["function"]["arguments"] =
+            calls[i]["function"]["arguments"].get<std::string>() + d["function"]["arguments"].get<std::string>();
+      }
+    }
+  }
+  return calls;
+}
+
+// Tools on stories260K, whose GGUF has no template (ChatML, which knows no
+// tools: the generic format, kept to by a grammar): tool_choice required
+// and a named function give valid calls, whole and streamed; auto gives a
+// call or an answer; the history with calls renders; mistakes are 400s.
+TEST(ServerTools, GenericFormat) {
+  // The tools in the system message take ~1100 of stories260K's tokens.
+  ServerProcess s({"-m", model(), "-np", "1", "-c", "4096"});
+  const json messages = {{{"role", "user"}, {"content", "What is the weather in Paris?"}}};
+  int called = 0;
+  for (int seed = 1; seed <= 3; ++seed) {
+    json body = {{"messages", messages}, {"tools", weather_tools()}, {"tool_choice", "required"},
+                 {"max_tokens", 200}, {"temperature", 1.0}, {"seed", seed}};
+    const json r = post(s, "/v1/chat/completions", body);
+    const json& choice = r["choices"][0];
+    if (choice["finish_reason"] == "length") continue;
+    ++called;
+    EXPECT_EQ(choice["finish_reason"], "tool_calls") << r;
+    EXPECT_TRUE(choice["message"]["content"].is_null()) << r;
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u) << r;
+    expect_valid_call(choice["message"]["tool_calls"][0]);
+    // Streamed with the same seed: the same call, in OpenAI's chunks.
+    std::string finish;
+    const json calls = streamed_calls(stream(s, "/v1/chat/completions", body), &finish);
+    EXPECT_EQ(finish, "tool_calls");
+    ASSERT_EQ(calls.size(), 1u);
+    EXPECT_EQ(calls[0]["function"], choice["message"]["tool_calls"][0]["function"]);
+    // A named function: that one.
+    body["tool_choice"] = {{"type", "function"}, {"function", {{"name", "add"}}}};
+    const json named = post(s, "/v1/chat/completions", body);
+    if (named["choices"][0]["finish_reason"] == "tool_calls") {
+      EXPECT_EQ(named["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "add");
+      expect_valid_call(named["choices"][0]["message"]["tool_calls"][0]);
+    }
+    // Auto: a call or an answer, never the raw JSON.
+    body["tool_choice"] = "auto";
+    body["parallel_tool_calls"] = true;
+    const json a = post(s, "/v1/chat/completions", body);
+    const json& m = a["choices"][0]["message"];
+    if (a["choices"][0]["finish_reason"] == "tool_calls") {
+      for (const json& call : m["tool_calls"]) expect_valid_call(call);
+    } else if (a["choices"][0]["finish_reason"] == "stop") {
+      EXPECT_TRUE(m["content"].is_string() && !m.contains("tool_calls")) << a;
+      EXPECT_FALSE(m["content"].get<std::string>().starts_with("{\"response\"")) << a;
+    }
+  }
+  EXPECT_GE(called, 2) << "most forced calls end within 200 tokens";
+  // The history: the assistant's call (arguments as a JSON text) and the result.
+  const json history = {
+      {{"role", "user"}, {"content", "Weather in Paris?"}},
+      {{"role", "assistant"}, {"content", nullptr},
+       {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                        {"function", {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\", \"unit\": \"c\"}"}}}}}}},
+      {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "18 C"}}};
+  const json h = post(s, "/v1/chat/completions",
+                      {{"messages", history}, {"tools", weather_tools()}, {"max_tokens", 8}});
+  EXPECT_GT(h["usage"]["prompt_tokens"].get<int>(), 100) << h;  // the tools are in the prompt
+  auto c = s.client();
+  expect_error(c.Post("/v1/chat/completions",
+                      json{{"messages", messages}, {"tools", {{{"type", "function"}, {"function", {{"name", "a b"}}}}}}}.dump(),
+                      "application/json"),
+               400, "'tools[0].function.name'");
+  expect_error(c.Post("/v1/chat/completions",
+                      json{{"messages", messages}, {"tools", weather_tools()}, {"tool_choice", "required"},
+                           {"response_format", {{"type", "json_object"}}}}.dump(),
+                      "application/json"),
+               400, "cannot be combined with 'tools'");
+  expect_error(c.Post("/v1/completions", json{{"prompt", "x"}, {"tools", weather_tools()}}.dump(), "application/json"),
+               400, "'tools'");
+}
+
+// A template with a format of its own (Qwen 2.5's <tool_call> tags): a
+// required call is forced inside its tags and parsed out of them.
+TEST(ServerTools, HermesTemplateForcedCall) {
+  std::ifstream in(shared_dir() + "/fixtures/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+  const std::string source{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_FALSE(source.empty());
+  ServerProcess s({"-m", model(), "-np", "1", "-c", "2048", "--chat-template", source});
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Add 2 and 3."}}}},
+                     {"tools", weather_tools()}, {"tool_choice", "required"},
+                     {"max_tokens", 200}, {"temperature", 1.0}, {"seed", 5}};
+  const json r = post(s, "/v1/chat/completions", body);
+  ASSERT_EQ(r["choices"][0]["finish_reason"], "tool_calls") << r;
+  ASSERT_EQ(r["choices"][0]["message"]["tool_calls"].size(), 1u) << r;
+  expect_valid_call(r["choices"][0]["message"]["tool_calls"][0]);
+  EXPECT_TRUE(r["choices"][0]["message"]["content"].is_null()) << r;
 }
 
 }  // namespace

@@ -10,24 +10,26 @@
 #include "server/http_error.h"
 #include "tessera/error.h"
 #include "tessera/grammar.h"
+#include "tessera/tool_calls.h"
 
 namespace tessera::server {
 namespace {
 
 using nlohmann::json;
+using ojson = nlohmann::ordered_json;  // request bodies keep their keys' order
 
 constexpr int kMaxDepth = 64;
 constexpr size_t kMaxTokenizeTokens = size_t{1} << 16;
 
 // At most 100 characters of a client's value, for error messages.
-std::string excerpt(const json& v) {
+std::string excerpt(const ojson& v) {
   std::string s = v.dump(-1, ' ', false, json::error_handler_t::replace);
   if (s.size() > 100) s = s.substr(0, 100) + "...";
   return s;
 }
 
 // body[key] as a number in [lo, hi], or `fallback` when absent or null.
-double number(const json& body, const char* key, double lo, double hi, double fallback) {
+double number(const ojson& body, const char* key, double lo, double hi, double fallback) {
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return fallback;
   if (!it->is_number()) bad_request("'{}' must be a number, found {}", key, it->type_name());
@@ -38,7 +40,7 @@ double number(const json& body, const char* key, double lo, double hi, double fa
   return v;
 }
 
-int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64_t fallback) {
+int64_t integer(const ojson& body, const char* key, int64_t lo, int64_t hi, int64_t fallback) {
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return fallback;
   if (!it->is_number_integer()) bad_request("'{}' must be an integer, found {}", key, excerpt(*it));
@@ -47,28 +49,28 @@ int64_t integer(const json& body, const char* key, int64_t lo, int64_t hi, int64
   return v;
 }
 
-bool boolean(const json& body, const char* key, bool fallback) {
+bool boolean(const ojson& body, const char* key, bool fallback) {
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return fallback;
   if (!it->is_boolean()) bad_request("'{}' must be true or false, found {}", key, excerpt(*it));
   return it->get<bool>();
 }
 
-std::string string_field(const json& body, const char* key, const std::string& fallback) {
+std::string string_field(const ojson& body, const char* key, const std::string& fallback) {
   const auto it = body.find(key);
   if (it == body.end() || it->is_null()) return fallback;
   if (!it->is_string()) bad_request("'{}' must be a string, found {}", key, excerpt(*it));
   return it->get<std::string>();
 }
 
-std::vector<std::string> stop_strings(const json& body) {
+std::vector<std::string> stop_strings(const ojson& body) {
   std::vector<std::string> stop;
   const auto it = body.find("stop");
   if (it == body.end() || it->is_null()) return stop;
   if (it->is_string()) {
     stop.push_back(it->get<std::string>());
   } else if (it->is_array() && it->size() <= 16) {
-    for (const json& v : *it) {
+    for (const ojson& v : *it) {
       if (!v.is_string()) bad_request("'stop' must be a string or an array of strings");
       stop.push_back(v.get<std::string>());
     }
@@ -83,35 +85,35 @@ std::vector<std::string> stop_strings(const json& body) {
 
 // The prompt of a completions request: a string, one string in an array,
 // or an array of token ids.
-std::vector<TokenId> completion_prompt(const json& body, const Tokenizer& tokenizer) {
+std::vector<TokenId> completion_prompt(const ojson& body, const Tokenizer& tokenizer) {
   const auto it = body.find("prompt");
   if (it == body.end()) bad_request("'prompt' is required");
-  const json* p = &*it;
+  const ojson* p = &*it;
   if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
   if (p->is_string()) return tokenizer.tokenize(p->get<std::string>(), true, true);
   if (p->is_array() && !p->empty()) return token_ids(*p, "prompt", tokenizer.n_vocab());
   bad_request("'prompt' must be a non-empty string or array of token ids");
 }
 
-std::vector<TokenId> chat_prompt(const json& body, const Tokenizer& tokenizer,
-                                 const serving::ChatRenderer& renderer) {
+std::vector<TokenId> chat_prompt(const ojson& body, const Tokenizer& tokenizer,
+                                 const serving::ChatRenderer& renderer, const ojson& tools) {
   const auto it = body.find("messages");
   if (it == body.end() || !it->is_array() || it->empty()) {
     bad_request("'messages' must be a non-empty array");
   }
-  json kwargs = json::object();
+  json kwargs = json::object();  // a template's variables: order does not matter
   if (const auto k = body.find("chat_template_kwargs"); k != body.end() && !k->is_null()) {
     if (!k->is_object()) bad_request("'chat_template_kwargs' must be an object");
     kwargs = *k;
   }
-  return renderer.tokenize(*it, true, tokenizer, kwargs);
+  return renderer.tokenize(*it, true, tokenizer, kwargs, tools);
 }
 
 // Fields that would change the output but are not implemented: a 400
 // naming the field, never silently ignored.
-void refuse_unimplemented(const json& body) {
-  static constexpr const char* kRefused[] = {"tools", "tool_choice", "functions", "function_call",
-                                             "audio"};
+void refuse_unimplemented(const ojson& body) {
+  // functions / function_call: the deprecated spellings of tools / tool_choice.
+  static constexpr const char* kRefused[] = {"functions", "function_call", "audio"};
   for (const char* key : kRefused) {
     if (const auto it = body.find(key); it != body.end() && !it->is_null()) {
       bad_request("'{}' is not supported by this server yet", key);
@@ -130,7 +132,7 @@ void refuse_unimplemented(const json& body) {
 }
 
 // OpenAI's logit_bias: {"token id": bias in [-100, 100]}.
-std::vector<std::pair<int32_t, float>> logit_bias(const json& body, size_t n_vocab) {
+std::vector<std::pair<int32_t, float>> logit_bias(const ojson& body, size_t n_vocab) {
   std::vector<std::pair<int32_t, float>> out;
   const auto it = body.find("logit_bias");
   if (it == body.end() || it->is_null()) return out;
@@ -219,17 +221,17 @@ json logprobs_json(const std::vector<const serving::Event*>& events, bool chat) 
 
 }  // namespace
 
-json parse_body(const std::string& text) {
-  json body;
+ojson parse_body(const std::string& text) {
+  ojson body;
   // Nesting is bounded while parsing, before any code (which may recurse)
   // sees the value.
-  const json::parser_callback_t depth = [](int d, json::parse_event_t, json&) {
+  const ojson::parser_callback_t depth = [](int d, ojson::parse_event_t, ojson&) {
     if (d > kMaxDepth) throw HttpError(400, fmt::format("the JSON nests deeper than {} levels", kMaxDepth));
     return true;
   };
   try {
-    body = json::parse(text, depth);
-  } catch (const json::parse_error& e) {
+    body = ojson::parse(text, depth);
+  } catch (const ojson::parse_error& e) {
     const std::string what = e.what();
     throw HttpError(400, fmt::format("the body is not valid JSON: {}",
                                      what.size() > 200 ? what.substr(0, 200) + "..." : what));
@@ -238,11 +240,11 @@ json parse_body(const std::string& text) {
   return body;
 }
 
-std::vector<TokenId> token_ids(const json& v, const char* field, size_t n_vocab) {
+std::vector<TokenId> token_ids(const ojson& v, const char* field, size_t n_vocab) {
   if (!v.is_array()) bad_request("'{}' must be an array of token ids", field);
   std::vector<TokenId> ids;
   ids.reserve(v.size());
-  for (const json& t : v) {
+  for (const ojson& t : v) {
     if (!t.is_number_integer()) bad_request("'{}' must be an array of token ids", field);
     const auto id = t.get<int64_t>();
     if (id < 0 || id >= static_cast<int64_t>(n_vocab)) {
@@ -253,7 +255,7 @@ std::vector<TokenId> token_ids(const json& v, const char* field, size_t n_vocab)
   return ids;
 }
 
-serving::GenerationParams parse_generation(const json& body, bool chat, size_t n_vocab) {
+serving::GenerationParams parse_generation(const ojson& body, bool chat, size_t n_vocab) {
   refuse_unimplemented(body);
   serving::GenerationParams p;
   constexpr int64_t kMaxTokens = int64_t{1} << 24;
@@ -295,17 +297,44 @@ serving::GenerationParams parse_generation(const json& body, bool chat, size_t n
 }
 
 
-CompletionRequest parse_completion(const json& body, bool chat, const Tokenizer& tokenizer,
+CompletionRequest parse_completion(const ojson& body, bool chat, const Tokenizer& tokenizer,
                                    const serving::ChatRenderer& renderer) {
   CompletionRequest r;
   r.chat = chat;
   r.params = parse_generation(body, chat, tokenizer.n_vocab());
+  // tools, tool_choice, parallel_tool_calls (chat only).
+  std::optional<serving::ToolRequest> tools;
+  if (chat) {
+    try {
+      tools = serving::parse_tool_request(body, renderer.tool_format());
+    } catch (const Error& e) {
+      bad_request("{}", e.what());
+    }
+  } else if (const auto t = body.find("tools"); t != body.end() && !t->is_null()) {
+    bad_request("'tools' is a field of /v1/chat/completions");
+  }
   // grammar, json_schema or response_format: a 400 naming the field when wrong.
   std::optional<std::string> g;
   try {
-    g = grammar::request_grammar(nlohmann::ordered_json(body));
+    g = grammar::request_grammar(body);
   } catch (const Error& e) {
     bad_request("{}", e.what());
+  }
+  if (tools && tools->active()) {
+    std::optional<std::string> forced;
+    try {
+      forced = serving::tool_grammar(*tools);
+    } catch (const Error& e) {
+      bad_request("{}", e.what());
+    }
+    if (forced && g) {
+      bad_request("'grammar', 'json_schema' and 'response_format' cannot be combined with 'tools' here "
+                  "(tool_choice required or a named function, or a template without tool calls of its own)");
+    }
+    if (forced) g = std::move(forced);
+    serving::GenerationParams::Tools t{.format = tools->format, .forced = tools->forced(), .tool_names = {}};
+    for (const ojson& tool : tools->tools) t.tool_names.push_back(tool["function"]["name"].get<std::string>());
+    r.params.tools = std::move(t);
   }
   if (g) {
     std::shared_ptr<const grammar::Grammar> parsed;
@@ -320,7 +349,9 @@ CompletionRequest parse_completion(const json& body, bool chat, const Tokenizer&
   if (const auto it = body.find("stream_options"); it != body.end() && it->is_object()) {
     r.include_usage = boolean(*it, "include_usage", false);
   }
-  r.prompt = chat ? chat_prompt(body, tokenizer, renderer) : completion_prompt(body, tokenizer);
+  r.prompt = chat ? chat_prompt(body, tokenizer, renderer,
+                               tools && tools->active() ? tools->tools : ojson(nullptr))
+                   : completion_prompt(body, tokenizer);
   if (chat) {
     // reasoning_format: "none" keeps the thinking in the content; "auto" (the
     // default) and "deepseek" move it to reasoning_content.
@@ -342,7 +373,10 @@ ResponseHead response_head(const CompletionRequest& r, const std::string& model)
           .logprobs = r.params.top_logprobs >= 0};
 }
 
-const char* finish_reason_json(serving::FinishReason r) {
+const char* finish_reason_json(serving::FinishReason r, bool tool_calls) {
+  if (tool_calls && (r == serving::FinishReason::kEndOfText || r == serving::FinishReason::kStop)) {
+    return "tool_calls";
+  }
   switch (r) {
     case serving::FinishReason::kLength:
       return "length";
@@ -354,19 +388,27 @@ const char* finish_reason_json(serving::FinishReason r) {
   }
 }
 
+json tool_call_json(const serving::ToolCall& c) {
+  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
+}
+
 json completion_response(const ResponseHead& h, const std::vector<serving::Event>& events) {
   const serving::Event& last = events.back();
   std::string text, reasoning;
+  json calls = json::array();
   std::vector<const serving::Event*> ptrs;
   for (const serving::Event& e : events) {
     text += e.text;
     reasoning += e.reasoning;
+    for (const serving::ToolCall& c : e.tool_calls) calls.push_back(tool_call_json(c));
     ptrs.push_back(&e);
   }
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish)}};
+  json choice = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish, !calls.empty())}};
   choice["logprobs"] = h.logprobs ? logprobs_json(ptrs, h.chat) : json(nullptr);
   if (h.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
+    // OpenAI's content is null beside tool calls when the model wrote nothing else.
+    choice["message"] = {{"role", "assistant"}, {"content", text.empty() && !calls.empty() ? json(nullptr) : json(text)}};
+    if (!calls.empty()) choice["message"]["tool_calls"] = std::move(calls);
     if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
   } else {
     choice["text"] = text;
@@ -378,6 +420,20 @@ json completion_response(const ResponseHead& h, const std::vector<serving::Event
           {"choices", json::array({choice})},
           {"usage", usage_json(last)},
           {"timings", timings_json(last)}};
+}
+
+std::vector<json> tool_call_chunks(const ResponseHead& h, int index, const serving::ToolCall& c) {
+  // As OpenAI streams a call: its id, type and name with empty arguments,
+  // then the arguments (here in one piece: a call is sent once it parses).
+  auto one = [&](json call) {
+    call["index"] = index;
+    return chunk(h, json::array({{{"index", 0},
+                                  {"delta", {{"tool_calls", json::array({std::move(call)})}}},
+                                  {"logprobs", nullptr},
+                                  {"finish_reason", nullptr}}}));
+  };
+  return {one({{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", ""}}}}),
+          one({{"function", {{"arguments", c.arguments}}}})};
 }
 
 json role_chunk(const ResponseHead& h) {
@@ -400,8 +456,8 @@ json text_chunk(const ResponseHead& h, const serving::Event& e) {
   return chunk(h, json::array({c}));
 }
 
-json final_chunk(const ResponseHead& h, const serving::Event& last) {
-  json c = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish)}, {"logprobs", nullptr}};
+json final_chunk(const ResponseHead& h, const serving::Event& last, bool tool_calls) {
+  json c = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish, tool_calls)}, {"logprobs", nullptr}};
   if (h.chat) {
     c["delta"] = json::object();
   } else {
@@ -436,7 +492,7 @@ json timings_json(const serving::Event& e) {
           {"predicted_per_second", e.gen_ms > 0 ? 1000.0 * double(e.n_gen) / e.gen_ms : 0.0}};
 }
 
-TokenizeRequest parse_tokenize(const json& body) {
+TokenizeRequest parse_tokenize(const ojson& body) {
   TokenizeRequest t;
   const auto c = body.find("content");
   if (c == body.end() || !c->is_string()) bad_request("'content' must be a string");
@@ -470,14 +526,14 @@ json detokenize_response(const std::vector<TokenId>& ids, const Tokenizer& token
   return {{"content", tokenizer.detokenize(ids)}};
 }
 
-EmbeddingRequest parse_embeddings(const json& body, const Tokenizer& tokenizer) {
+EmbeddingRequest parse_embeddings(const ojson& body, const Tokenizer& tokenizer) {
   EmbeddingRequest r;
   const auto in = body.find("input");
   if (in == body.end()) bad_request("'input' is required");
   if (const auto d = body.find("dimensions"); d != body.end() && !d->is_null()) {
     bad_request("'dimensions' is not supported: the vectors have the model's n_embd");
   }
-  auto one = [&](const json& v) {
+  auto one = [&](const ojson& v) {
     if (v.is_string()) {
       if (v.get<std::string>().empty()) bad_request("'input' strings must not be empty");
       r.inputs.push_back(tokenizer.tokenize(v.get<std::string>(), true, false));
@@ -488,7 +544,7 @@ EmbeddingRequest parse_embeddings(const json& body, const Tokenizer& tokenizer) 
   };
   if (in->is_array() && !in->empty() && ((*in)[0].is_string() || (*in)[0].is_array())) {
     if (in->size() > 256) bad_request("'input' holds {} items, at most 256", in->size());
-    for (const json& v : *in) one(v);
+    for (const ojson& v : *in) one(v);
   } else {
     one(*in);
   }

@@ -17,7 +17,7 @@ namespace tessera::server {
 
 // The body as a JSON object (a 400 otherwise, and for nesting deeper than
 // 64 levels, refused while parsing).
-nlohmann::json parse_body(const std::string& body);
+nlohmann::ordered_json parse_body(const std::string& body);
 
 // /v1/completions and /v1/chat/completions.
 struct CompletionRequest {
@@ -27,7 +27,7 @@ struct CompletionRequest {
   std::vector<TokenId> prompt;
   serving::GenerationParams params;
 };
-CompletionRequest parse_completion(const nlohmann::json& body, bool chat, const Tokenizer& tokenizer,
+CompletionRequest parse_completion(const nlohmann::ordered_json& body, bool chat, const Tokenizer& tokenizer,
                                    const serving::ChatRenderer& renderer);
 
 // Sampling, length and stop fields shared by completions and chat:
@@ -36,9 +36,9 @@ CompletionRequest parse_completion(const nlohmann::json& body, bool chat, const 
 // repeat_penalty, repeat_last_n, ignore_eos, cache_prompt, n (only 1),
 // logprobs / top_logprobs.
 // logit_bias ({"id": -100..100}; ids below n_vocab). Fields that would
-// change the output but are not implemented (tools, response_format other
-// than text, grammar, json_schema, best_of > 1, echo, suffix, ...) are 400s.
-serving::GenerationParams parse_generation(const nlohmann::json& body, bool chat, size_t n_vocab);
+// change the output but are not implemented (functions / function_call,
+// audio, best_of > 1, echo, suffix) are 400s.
+serving::GenerationParams parse_generation(const nlohmann::ordered_json& body, bool chat, size_t n_vocab);
 
 // What every response and chunk of one request carries.
 struct ResponseHead {
@@ -52,7 +52,8 @@ ResponseHead response_head(const CompletionRequest& r, const std::string& model)
 
 // "stop", "length" as OpenAI spells them; "abort" for a request cut short
 // (the server shutting down), so a client can tell it from a natural end.
-const char* finish_reason_json(serving::FinishReason r);
+// "tool_calls" when the output held calls and ended by itself.
+const char* finish_reason_json(serving::FinishReason r, bool tool_calls = false);
 
 // The whole response of a non-streamed request from its events in order.
 nlohmann::json completion_response(const ResponseHead& h, const std::vector<serving::Event>& events);
@@ -61,7 +62,10 @@ nlohmann::json completion_response(const ResponseHead& h, const std::vector<serv
 // chunk of stream_options.include_usage.
 nlohmann::json role_chunk(const ResponseHead& h);
 nlohmann::json text_chunk(const ResponseHead& h, const serving::Event& e);
-nlohmann::json final_chunk(const ResponseHead& h, const serving::Event& last);
+nlohmann::json final_chunk(const ResponseHead& h, const serving::Event& last, bool tool_calls = false);
+// One tool call streamed as OpenAI streams it (delta.tool_calls[index]):
+// id, type and name first, then the arguments.
+std::vector<nlohmann::json> tool_call_chunks(const ResponseHead& h, int index, const serving::ToolCall& c);
 nlohmann::json usage_chunk(const ResponseHead& h, const serving::Event& last);
 
 // The usage object and llama.cpp's timings of a finished request.
@@ -74,7 +78,7 @@ struct TokenizeRequest {
   bool add_special = false;
   bool with_pieces = false;
 };
-TokenizeRequest parse_tokenize(const nlohmann::json& body);
+TokenizeRequest parse_tokenize(const nlohmann::ordered_json& body);
 nlohmann::json tokenize_response(const std::vector<TokenId>& ids, bool with_pieces,
                                  const Tokenizer& tokenizer);
 nlohmann::json detokenize_response(const std::vector<TokenId>& ids, const Tokenizer& tokenizer);
@@ -84,12 +88,12 @@ struct EmbeddingRequest {
   std::vector<std::vector<TokenId>> inputs;
   bool base64 = false;
 };
-EmbeddingRequest parse_embeddings(const nlohmann::json& body, const Tokenizer& tokenizer);
+EmbeddingRequest parse_embeddings(const nlohmann::ordered_json& body, const Tokenizer& tokenizer);
 nlohmann::json embeddings_response(const EmbeddingRequest& r,
                                    const std::vector<std::vector<float>>& vectors,
                                    const std::string& model);
 
 // `v` as token ids of this vocabulary; errors name `field`.
-std::vector<TokenId> token_ids(const nlohmann::json& v, const char* field, size_t n_vocab);
+std::vector<TokenId> token_ids(const nlohmann::ordered_json& v, const char* field, size_t n_vocab);
 
 }  // namespace tessera::server

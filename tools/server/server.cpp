@@ -178,7 +178,7 @@ struct Server::Impl {
     worker("POST", "/tokenize", [this](const auto& q, auto& s, auto&) { tokenize(q, s); });
     worker("POST", "/detokenize", [this](const auto& q, auto& s, auto&) {
       require_ready();
-      const json body = parse_body(q.body);
+      const auto body = parse_body(q.body);
       const auto t = body.find("tokens");
       if (t == body.end()) bad_request("'tokens' must be an array of token ids");
       send_json(s, detokenize_response(token_ids(*t, "tokens", tokenizer->n_vocab()), *tokenizer));

@@ -31,15 +31,21 @@ class Writer {
 };
 
 // One event out; true while more may follow.
-bool send(Writer& out, const Stream& s, const serving::Event& e) {
+bool send(Writer& out, const Stream& s, const serving::Event& e, int& n_calls) {
   if ((!e.text.empty() || !e.reasoning.empty() || !e.probs.empty()) && !out.data(text_chunk(s.head, e))) {
     return false;
+  }
+  for (const serving::ToolCall& c : e.tool_calls) {
+    for (const json& j : tool_call_chunks(s.head, n_calls, c)) {
+      if (!out.data(j)) return false;
+    }
+    ++n_calls;
   }
   if (!e.done) return true;
   if (e.finish == serving::FinishReason::kError) {
     out.data(HttpError(500, e.error).to_json());
   } else {
-    if (!out.data(final_chunk(s.head, e))) return false;
+    if (!out.data(final_chunk(s.head, e, n_calls > 0))) return false;
     if (s.include_usage && !out.data(usage_chunk(s.head, e))) return false;
   }
   out.done();
@@ -49,7 +55,8 @@ bool send(Writer& out, const Stream& s, const serving::Event& e) {
 void stream_events(HttpConnection& conn, const Stream& s) {
   Writer out(conn, *s.request);
   if (s.head.chat && !out.data(role_chunk(s.head))) return;
-  if (!send(out, s, s.first)) return;
+  int n_calls = 0;
+  if (!send(out, s, s.first, n_calls)) return;
   int idle = 0;
   while (true) {
     std::optional<serving::Event> e = s.events->pop(std::chrono::milliseconds(250));
@@ -63,7 +70,7 @@ void stream_events(HttpConnection& conn, const Stream& s) {
       continue;
     }
     idle = 0;
-    if (!send(out, s, *e)) return;
+    if (!send(out, s, *e, n_calls)) return;
   }
 }
 
