@@ -47,6 +47,17 @@ export interface LlamaCompletionOptions {
   json_schema?: object;    // or a JSON schema
   response_format?: { type: 'text' | 'json_object' | 'json_schema'; schema?: object;
                       json_schema?: { name?: string; schema: object; strict?: boolean } };
+  // OpenAI's tools (with messages): calls come back in tool_calls.
+  tools?: Array<{ type: 'function';
+                  function: { name: string; description?: string; parameters?: object } }>;
+  tool_choice?: 'auto' | 'none' | 'required' | { type: 'function'; function: { name: string } };
+  parallel_tool_calls?: boolean;
+}
+
+export interface LlamaToolCall {
+  type: 'function';
+  function: { name: string; arguments: string };  // arguments: a JSON text
+  id: string;
 }
 
 export interface TokenProbability {
@@ -61,6 +72,7 @@ export interface LlamaCompletionToken {
   content?: string;        // its answer part
   reasoning_content?: string;  // its thinking part
   completion_probabilities?: TokenProbability[];
+  tool_calls?: LlamaToolCall[];  // calls completed with this token
 }
 
 export interface LlamaTimings {
@@ -79,6 +91,7 @@ export interface LlamaCompletionResult {
   text: string;
   content: string;
   reasoning_content: string;
+  tool_calls?: LlamaToolCall[];  // with tools, when the model called them
   tokens_predicted: number;
   tokens_evaluated: number;
   tokens_cached: number;

@@ -144,6 +144,7 @@ struct Job {
   // JS thread only:
   std::string text, reasoning;
   nlohmann::json probs = nlohmann::json::array();
+  nlohmann::json tool_calls = nlohmann::json::array();  // OpenAI's shape: {id, type, function}
   std::optional<Napi::Error> callback_error;  // onToken threw: the completion rejects with it
 
   explicit Job(Napi::Env env) : deferred(Napi::Promise::Deferred::New(env)) {}
@@ -206,6 +207,7 @@ Napi::Object result_object(Napi::Env env, const Job& job, const serving::Event& 
         {"predicted_per_second", e.gen_ms > 0 ? 1e3 * double(e.n_gen) / e.gen_ms : 0.0}}},
   };
   if (!job.probs.empty()) r["completion_probabilities"] = job.probs;
+  if (!job.tool_calls.empty()) r["tool_calls"] = job.tool_calls;
   return from_json(env, r).As<Napi::Object>();
 }
 
@@ -218,12 +220,21 @@ void on_event(Napi::Env env, Napi::Function callback, const std::shared_ptr<Job>
   job->reasoning += e.reasoning;
   nlohmann::json probs = e.probs.empty() ? nlohmann::json::array() : event_probs(e);
   for (auto& p : probs) job->probs.push_back(p);
-  if (job->has_callback && !job->callback_error && (!e.text.empty() || !e.reasoning.empty() || !probs.empty())) {
+  nlohmann::json calls = nlohmann::json::array();
+  for (const serving::ToolCall& c : e.tool_calls) {
+    calls.push_back({{"type", "function"},
+                     {"function", {{"name", c.name}, {"arguments", c.arguments}}},
+                     {"id", c.id}});
+  }
+  for (const auto& c : calls) job->tool_calls.push_back(c);
+  if (job->has_callback && !job->callback_error &&
+      (!e.text.empty() || !e.reasoning.empty() || !probs.empty() || !calls.empty())) {
     Napi::Object data = Napi::Object::New(env);
     data.Set("token", Napi::String::New(env, e.reasoning + e.text));
     if (!e.text.empty()) data.Set("content", Napi::String::New(env, e.text));
     if (!e.reasoning.empty()) data.Set("reasoning_content", Napi::String::New(env, e.reasoning));
     if (!probs.empty()) data.Set("completion_probabilities", from_json(env, probs));
+    if (!calls.empty()) data.Set("tool_calls", from_json(env, calls));  // the calls completed by this token
     try {
       callback.Call({data});
     } catch (const Napi::Error& err) {
@@ -278,6 +289,7 @@ struct Prompt {
   std::optional<nlohmann::json> messages;
   std::string chat_template;
   nlohmann::json kwargs = nlohmann::json::object();  // chat_template_kwargs, enable_thinking
+  nlohmann::ordered_json tools;  // for the template (null: none)
 };
 
 // Tokenizes the prompt and submits the request, on the worker pool; the
@@ -298,7 +310,8 @@ class SubmitWorker : public Napi::AsyncWorker {
       const Tokenizer& tok = state_->loaded.tokenizer;
       std::vector<TokenId> tokens =
           prompt_.messages
-              ? state_->renderer(prompt_.chat_template).tokenize(*prompt_.messages, true, tok, prompt_.kwargs)
+              ? state_->renderer(prompt_.chat_template)
+                    .tokenize(*prompt_.messages, true, tok, prompt_.kwargs, prompt_.tools)
               : tok.tokenize(*prompt_.text, true, true);
       if (params_.split_reasoning) params_.reasoning_open = serving::prompt_opens_thinking(tokens, tok);
       Napi::ThreadSafeFunction tsfn = job_->tsfn;
@@ -316,10 +329,12 @@ class SubmitWorker : public Napi::AsyncWorker {
               held.text += e.text;
               held.reasoning += e.reasoning;
               std::move(e.probs.begin(), e.probs.end(), std::back_inserter(held.probs));
+              std::move(e.tool_calls.begin(), e.tool_calls.end(), std::back_inserter(held.tool_calls));
               if (!e.done) return;
               e.text = std::move(held.text);
               e.reasoning = std::move(held.reasoning);
               e.probs = std::move(held.probs);
+              e.tool_calls = std::move(held.tool_calls);
             }
             auto event = std::make_shared<serving::Event>(std::move(e));
             tsfn.BlockingCall([weak, jobs, event](Napi::Env env, Napi::Function cb) {
@@ -436,7 +451,38 @@ Napi::Value NativeContext::Completion(const Napi::CallbackInfo& info) {
       if (!prompt.kwargs.is_object()) throw Napi::TypeError::New(env, "option 'chat_template_kwargs': expected an object");
     }
     if (has(o, "enable_thinking")) prompt.kwargs["enable_thinking"] = boolean(o, "enable_thinking", true);
-    if (std::optional<std::string> g = output_grammar(o)) {
+    std::optional<std::string> g = output_grammar(o);
+    // tools, tool_choice, parallel_tool_calls: as the server reads them.
+    if (has(o, "tools") && !prompt.messages) {
+      throw Napi::TypeError::New(env, "option 'tools' needs 'messages' (a chat)");
+    }
+    if (prompt.messages) {
+      nlohmann::ordered_json fields = nlohmann::ordered_json::object();
+      for (const char* key : {"tools", "tool_choice", "parallel_tool_calls"}) {
+        if (has(o, key)) fields[key] = to_ordered_json(o.Get(key), key);
+      }
+      try {
+        const serving::ChatRenderer& chat = s->renderer(prompt.chat_template);
+        if (std::optional<serving::ToolRequest> t = serving::parse_tool_request(fields, chat.tool_format());
+            t && t->active()) {
+          if (std::optional<std::string> forced = serving::tool_grammar(*t)) {
+            if (g) {
+              throw Napi::Error::New(env, "options 'grammar', 'json_schema' and 'response_format' cannot be "
+                                          "combined with 'tools' here (tool_choice required or a named function, "
+                                          "or a template without tool calls of its own)");
+            }
+            g = std::move(forced);
+          }
+          serving::GenerationParams::Tools parse{.format = t->format, .forced = t->forced(), .tool_names = {}};
+          for (const auto& tool : t->tools) parse.tool_names.push_back(tool["function"]["name"].get<std::string>());
+          params.tools = std::move(parse);
+          prompt.tools = t->tools;
+        }
+      } catch (const Error& e) {
+        throw Napi::Error::New(env, std::string("option ") + e.what());
+      }
+    }
+    if (g) {
       try {
         params.masks = grammar::masks(grammar::Grammar::parse(*g), s->loaded.tokenizer);
       } catch (const Error& e) {

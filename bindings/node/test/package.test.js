@@ -285,6 +285,46 @@ test('thinking goes to reasoning_content for messages (a grammar makes the model
   }
 });
 
+test('tools: a required call comes back in tool_calls, streamed and whole, in the template\'s format', async () => {
+  const qwen = fs.readFileSync(path.join(shared, 'fixtures', 'chat-templates', 'Qwen-Qwen2.5-7B-Instruct.jinja'), 'utf8');
+  const ctx = await tessera.loadModel({ model: stories, n_ctx: 2048 });
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'add', description: 'Adds two integers',
+      parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } }, required: ['a', 'b'] },
+    },
+  }];
+  try {
+    const messages = [{ role: 'user', content: 'Add 2 and 3.' }];
+    for (const chat_template of [qwen, 'chatml']) {  // <tool_call> tags; the generic JSON
+      let ended = 0;
+      for (let seed = 1; seed <= 3; ++seed) {
+        const streamed = [];
+        const r = await ctx.completion({ messages, chat_template, tools, tool_choice: 'required', n_predict: 300,
+                                         temperature: 1, seed },
+                                       (t) => streamed.push(...(t.tool_calls ?? [])));
+        if (!r.stopped_eos) continue;
+        ++ended;
+        assert.equal(r.content, '');
+        assert.equal(r.tool_calls.length, 1, JSON.stringify(r));
+        const call = r.tool_calls[0];
+        assert.equal(call.type, 'function');
+        assert.equal(call.function.name, 'add');
+        const args = JSON.parse(call.function.arguments);
+        assert.ok(Number.isInteger(args.a) && Number.isInteger(args.b), call.function.arguments);
+        assert.deepEqual(streamed, r.tool_calls);
+      }
+      assert.ok(ended >= 2, `${ended} of 3 forced calls ended`);
+    }
+    await assert.rejects(ctx.completion({ prompt, tools }), /'tools' needs 'messages'/);
+    await assert.rejects(ctx.completion({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function' }] }),
+                         /tools\[0\]/);
+  } finally {
+    await ctx.release();
+  }
+});
+
 test('bad options are TypeErrors naming the option', async () => {
   const ctx = await tessera.loadModel({ model: stories, n_ctx: 512 });
   try {
