@@ -16,6 +16,7 @@
 #include "tessera/batch.h"
 #include "tessera/kv_cache.h"
 #include "tessera/model.h"
+#include "tessera/pipeline.h"
 #include "tessera/scheduler.h"
 
 namespace tessera {
@@ -58,6 +59,20 @@ class Context {
   // Floats per output row: n_vocab, or n_embd with options.embeddings.
   int64_t output_width() const { return embeddings_ ? model_.hparams().n_embd : n_vocab(); }
 
+  // ---- a model split across processes (pipeline.h) -------------------------
+  // On rank 0 a context of a pipeline stage runs decode() as above: its own
+  // layers, then the other ranks' through the pipeline, which returns the
+  // logits. The workers' contexts (made by Pipeline::serve) run these two:
+  //
+  // This stage's layers on `inputs` after the previous stage's hidden state
+  // (inputs.n rows of n_embd); `out` gets the next stage's hidden state
+  // (inputs.n rows of n_embd) or, on the last stage, inputs.n_out rows of
+  // output_width().
+  void run_stage(const PassInputs& inputs, std::span<const float> hidden, std::vector<float>& out);
+  // Rotates every cached key row by shifts[row] (rows() entries), as the K
+  // shift after seq_add does.
+  void rotate_keys(std::span<const int32_t> shifts);
+
   // Graphs built and planned so far (one per shape, plus K shifts): stays
   // put in a steady decode loop.
   uint64_t plans_built() const { return scheduler_->plans_made(); }
@@ -78,7 +93,11 @@ class Context {
   struct Plan;
   Plan& plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out);
   void run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row);
+  void fill_inputs(const Batch& batch, size_t begin, size_t end);
+  Plan& prepare(const PassInputs& p, std::span<const float> hidden);
+  void read_output(const Plan& plan, const PassInputs& p, float* dst);
   void apply_shift();
+  Pipeline* front_pipeline() const;
 
   const Model& model_;
   int64_t n_batch_;
@@ -95,8 +114,9 @@ class Context {
   std::vector<int32_t> logit_row_;  // per batch token: row in logits_, or -1
   std::vector<int64_t> cells_;      // claimed by the current call
   std::vector<int32_t> i32_;
-  std::vector<int64_t> i64_;
-  std::vector<float> mask_;
+  PassInputs pass_;               // the current pass's inputs
+  std::vector<float> hidden_;     // a stage's hidden state in or out
+  uint32_t pipeline_context_ = 0;  // on rank 0 of a pipeline: this context's id there
 };
 
 using SessionOptions = ContextOptions;

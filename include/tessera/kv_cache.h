@@ -27,7 +27,8 @@ struct KvCacheOptions {
 class KvCache {
  public:
   // K and V tensors [n_embd_kv, n_ctx + 1] per layer, each on its layer's
-  // device (layer_devices[i]), zeroed. The last row takes the writes of
+  // device (layer_devices[i]; null: none, a layer of another pipeline
+  // stage, whose k(i) and v(i) are null), zeroed. The last row takes the writes of
   // padding tokens and is never a cell. Types: F32, F16, BF16, or a
   // quantized type whose block size divides head_dim.
   KvCache(const KvCacheOptions& options, int64_t n_embd_kv, int64_t head_dim,

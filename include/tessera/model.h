@@ -18,6 +18,7 @@
 #include "tessera/gguf.h"
 #include "tessera/graph.h"
 #include "tessera/ops.h"
+#include "tessera/pipeline.h"
 #include "tessera/runtime.h"
 
 namespace tessera {
@@ -140,6 +141,9 @@ struct GraphInputs {
   // The output is the normed hidden state [n_embd, n_out], not logits.
   bool embeddings = false;
   std::span<Tensor* const> cache_k, cache_v;  // per layer [n_embd_kv, cache rows]
+  // On a pipeline stage after the first (Model::holds_input() false): the
+  // previous stage's hidden state, f32 [n_embd, n_tokens], instead of tokens.
+  Tensor* hidden = nullptr;
 };
 
 class Model;
@@ -167,7 +171,9 @@ struct Architecture {
   std::string_view name;  // general.architecture
   void (*read_hparams)(const gguf::File& file, Hparams& hp);  // nullable
   void (*declare_tensors)(TensorLoader& loader, const Hparams& hp, Weights& w);
-  // Logits [n_vocab, in.n_out] of the tokens in.out_ids names.
+  // Logits [n_vocab, in.n_out] of the tokens in.out_ids names. On a pipeline
+  // stage, only the model's layer_range(), from layers::input() to
+  // layers::output(): the hidden state [n_embd, n_tokens] before the last stage.
   Tensor* (*build_graph)(Graph& g, const Model& model, const GraphInputs& in);
 };
 
@@ -194,6 +200,10 @@ struct ModelOptions {
   // matrix of the same type, rows one after the other: one matmul instead
   // of three and two, the same results row for row.
   bool fuse_projections = true;
+  // A stage of a model split across processes: only the layers of
+  // pipeline->range() are loaded (and the token embedding on the first
+  // stage, the output norm and head on the last). Null: the whole model.
+  std::shared_ptr<Pipeline> pipeline;
 };
 
 class Model {
@@ -213,7 +223,14 @@ class Model {
   Tensor* output_norm() const { return w_.output_norm; }
   Tensor* output() const { return w_.output; }  // token_embd when tied
   Tensor* rope_freqs() const { return w_.rope_freqs; }  // nullable [n_rot / 2]
+  // n_layer entries; on a pipeline stage those outside layer_range() are empty.
   const std::vector<LayerWeights>& layers() const { return w_.layers; }
+  // The layers this process holds: all of them unless the model is a stage.
+  const LayerRange& layer_range() const { return range_; }
+  bool holds_input() const { return range_.begin == 0; }                // token embedding
+  bool holds_output() const { return range_.end == hparams_.n_layer; }  // output norm and head
+  // The pipeline this model is a stage of; null when it is whole here.
+  const std::shared_ptr<Pipeline>& pipeline() const { return pipeline_; }
   // The architecture's forward graph (see Architecture::build_graph).
   Tensor* build_graph(Graph& g, const GraphInputs& in) const { return arch_->build_graph(g, *this, in); }
   Device& embeddings_device() const { return *cpu_; }
@@ -228,6 +245,7 @@ class Model {
   void create_tensors();
   void place_weights(const ModelOptions& options);
   void assign_devices(const ModelOptions& options);
+  void keep_stage(const ModelOptions& options);
   void fuse_projections(LayerWeights& l, int64_t il);
   std::vector<std::pair<Tensor*, Device*>> weight_plan();
   void pack_weights(const std::vector<std::pair<Tensor*, Device*>>& plan);
@@ -244,6 +262,8 @@ class Model {
   Device* output_device_ = nullptr;
   std::vector<std::unique_ptr<Buffer>> buffers_;
   uint64_t weight_bytes_ = 0;
+  LayerRange range_;
+  std::shared_ptr<Pipeline> pipeline_;
   // The GGUF tensors whose bytes each fused weight holds, rows in order.
   std::vector<std::pair<const Tensor*, std::vector<const gguf::TensorInfo*>>> fused_;
 };

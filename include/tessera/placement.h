@@ -26,6 +26,9 @@ struct PlacementOptions {
   int64_t n_batch = 512;
   DType type_k = DType::kF16;
   DType type_v = DType::kF16;
+  // Load only this stage of a model split across processes (pipeline.h);
+  // the GPU takes the last layers of the stage's range. Null: the whole model.
+  std::shared_ptr<Pipeline> pipeline;
 };
 
 struct Placement {

@@ -61,9 +61,24 @@ Context::Context(const Model& model, const ContextOptions& options)
       hp.n_embd_kv(), hp.head_dim, devices);
   scheduler_ = std::make_unique<Scheduler>(model.devices());
   scheduler_->set_growth(kBufferGrowth);
+  if (Pipeline* pipeline = front_pipeline()) {
+    ContextOptions resolved = options;
+    resolved.n_ctx = n_ctx;
+    pipeline_context_ = pipeline->open(resolved);
+  }
 }
 
-Context::~Context() = default;
+Context::~Context() {
+  if (Pipeline* pipeline = front_pipeline(); pipeline != nullptr && pipeline_context_ != 0) {
+    pipeline->close(pipeline_context_);
+  }
+}
+
+// The pipeline whose front this context is (rank 0 of a split model), else null.
+Pipeline* Context::front_pipeline() const {
+  Pipeline* p = model_.pipeline().get();
+  return p != nullptr && p->is_front() && p->size() > 1 ? p : nullptr;
+}
 
 std::string Context::describe_plan() const {
   return last_plan_ == nullptr ? std::string() : scheduler_->describe(*last_plan_->sched);
@@ -103,6 +118,10 @@ Context::Plan& Context::plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) 
   in.n_out = n_out;
   in.embeddings = embeddings_;
   in.tokens = g.new_tensor(DType::kI32, {n_tokens}, "tokens");
+  if (!model_.holds_input()) {
+    in.hidden = g.new_tensor(DType::kF32, {model_.hparams().n_embd, n_tokens}, "hidden_in");
+    in.hidden->flags |= kFlagInput;
+  }
   in.positions = g.new_tensor(DType::kI32, {n_tokens}, "positions");
   in.kv_idx = g.new_tensor(DType::kI64, {n_tokens}, "kv_idx");
   in.mask = g.new_tensor(DType::kF32, {n_kv, n_tokens}, "mask");
@@ -124,6 +143,10 @@ Context::Plan& Context::plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) 
 void Context::decode(const Batch& batch) {
   const size_t n = batch.size();
   if (n == 0) fail(ErrorCategory::kInvalidArgument, "[context] decode of an empty batch");
+  if (const Pipeline* p = model_.pipeline().get(); p != nullptr && !p->is_front()) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[context] decode on pipeline rank {}: only rank 0 runs batches", p->rank());
+  }
   TESSERA_CHECK(batch.pos.size() == n && batch.seqs.size() == n && batch.want_logits.size() == n,
                 "batch columns differ in length");
   const int64_t nv = n_vocab();
@@ -183,51 +206,22 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
     cells_.resize(first);
     throw;
   }
-  int64_t n_out = 0;
-  for (size_t i = begin; i < end; ++i) n_out += batch.want_logits[i] != 0 ? 1 : 0;
-
-  const int64_t n_tokens = token_bucket(n);
-  const int64_t n_kv = std::min(round_up(std::max<int64_t>(cache_->used_end(), 1), kKvBucket),
-                                cache_->rows());
-  Plan& plan = plan_for(n_tokens, n_kv, std::max<int64_t>(token_bucket(n_out), 1));
+  fill_inputs(batch, begin, end);
+  Plan& plan = prepare(pass_, {});
   last_plan_ = &plan;
-  scheduler_->place(*plan.sched);  // a newer plan may have grown the buffers
-  const GraphInputs& in = plan.in;
-  auto set = [](Tensor* t, const void* data) {
-    if (t->buffer != nullptr) t->buffer->set_tensor(*t, data);
-  };
-
-  i32_.resize(static_cast<size_t>(std::max(n_tokens, in.n_out)));
-  std::fill(i32_.begin(), i32_.end(), 0);
-  std::copy(batch.token.begin() + begin, batch.token.begin() + end, i32_.begin());
-  set(in.tokens, i32_.data());
-  std::copy(batch.pos.begin() + begin, batch.pos.begin() + end, i32_.begin());
-  set(in.positions, i32_.data());
-  i64_.assign(static_cast<size_t>(n_tokens), cache_->trash_row());
-  std::copy(cells_.begin() + first, cells_.end(), i64_.begin());
-  set(in.kv_idx, i64_.data());
-  mask_.resize(static_cast<size_t>(n_kv * n_tokens));
-  cache_->build_mask(batch, begin, end, n_kv, n_tokens, mask_.data());
-  set(in.mask, mask_.data());
-  if (in.mask_swa != nullptr) {
-    cache_->build_mask(batch, begin, end, n_kv, n_tokens, mask_.data(), model_.hparams().n_swa);
-    set(in.mask_swa, mask_.data());
-  }
-  std::fill(i32_.begin(), i32_.end(), 0);
-  int32_t k = 0;
-  for (size_t i = begin; i < end; ++i) {
-    if (batch.want_logits[i] != 0) i32_[static_cast<size_t>(k++)] = static_cast<int32_t>(i - begin);
-  }
-  set(in.out_ids, i32_.data());
 
   const auto t1 = std::chrono::steady_clock::now();
   scheduler_->compute(*plan.sched);
   const auto t2 = std::chrono::steady_clock::now();
-  if (n_out > 0) {
-    const int64_t w = output_width();
-    const size_t bytes = static_cast<size_t>(n_out * w) * sizeof(float);
-    plan.logits->buffer->get_tensor(*plan.logits, logits_.data() + out_row * static_cast<size_t>(w),
-                                    0, bytes);
+  float* dst = logits_.data() + out_row * static_cast<size_t>(output_width());
+  if (Pipeline* pipeline = front_pipeline()) {
+    // This rank's layers are done: the rest of the model is on the others.
+    hidden_.resize(static_cast<size_t>(n * model_.hparams().n_embd));
+    read_output(plan, pass_, hidden_.data());
+    pipeline->pass(pipeline_context_, pass_, hidden_,
+                   std::span(dst, static_cast<size_t>(pass_.n_out * output_width())));
+  } else if (pass_.n_out > 0) {
+    read_output(plan, pass_, dst);
   }
   const auto t3 = std::chrono::steady_clock::now();
   timings_.passes += 1;
@@ -235,11 +229,109 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
   timings_.host_us += us_between(t0, t1) + us_between(t2, t3);
 }
 
+// The host side of a pass's inputs for batch[begin, end), in the cells just claimed.
+void Context::fill_inputs(const Batch& batch, size_t begin, size_t end) {
+  PassInputs& p = pass_;
+  p.n = static_cast<int64_t>(end - begin);
+  p.n_out = 0;
+  for (size_t i = begin; i < end; ++i) p.n_out += batch.want_logits[i] != 0 ? 1 : 0;
+  p.n_tokens = token_bucket(p.n);
+  p.n_kv = std::min(round_up(std::max<int64_t>(cache_->used_end(), 1), kKvBucket), cache_->rows());
+  p.n_out_rows = std::max<int64_t>(token_bucket(p.n_out), 1);
+  const auto nt = static_cast<size_t>(p.n_tokens);
+  // Padding tokens: token 0 at position 0, written to the spare row.
+  p.tokens.assign(nt, 0);
+  std::copy(batch.token.begin() + begin, batch.token.begin() + end, p.tokens.begin());
+  p.positions.assign(nt, 0);
+  std::copy(batch.pos.begin() + begin, batch.pos.begin() + end, p.positions.begin());
+  p.kv_idx.assign(nt, cache_->trash_row());
+  std::copy(cells_.end() - p.n, cells_.end(), p.kv_idx.begin());
+  p.mask.resize(static_cast<size_t>(p.n_kv) * nt);
+  cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask.data());
+  if (model_.hparams().has_swa()) {
+    p.mask_swa.resize(p.mask.size());
+    cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask_swa.data(),
+                       model_.hparams().n_swa);
+  } else {
+    p.mask_swa.clear();
+  }
+  p.out_ids.assign(static_cast<size_t>(p.n_out_rows), 0);
+  int32_t k = 0;
+  for (size_t i = begin; i < end; ++i) {
+    if (batch.want_logits[i] != 0) p.out_ids[static_cast<size_t>(k++)] = static_cast<int32_t>(i - begin);
+  }
+}
+
+// The plan of p's shape with its inputs set: p's arrays and, on a stage
+// after the first, `hidden` (p.n rows; the padding rows zero).
+Context::Plan& Context::prepare(const PassInputs& p, std::span<const float> hidden) {
+  Plan& plan = plan_for(p.n_tokens, p.n_kv, p.n_out_rows);
+  scheduler_->place(*plan.sched);  // a newer plan may have grown the buffers
+  const GraphInputs& in = plan.in;
+  auto set = [](Tensor* t, const void* data) {
+    if (t != nullptr && t->buffer != nullptr) t->buffer->set_tensor(*t, data);
+  };
+  set(in.tokens, p.tokens.data());
+  set(in.positions, p.positions.data());
+  set(in.kv_idx, p.kv_idx.data());
+  set(in.mask, p.mask.data());
+  set(in.mask_swa, p.mask_swa.data());
+  set(in.out_ids, p.out_ids.data());
+  if (in.hidden != nullptr && in.hidden->buffer != nullptr) {
+    const auto n_embd = static_cast<size_t>(model_.hparams().n_embd);
+    const size_t rows = static_cast<size_t>(p.n) * n_embd;
+    TESSERA_CHECK(hidden.size() == rows, "hidden state of {} floats, expected {}", hidden.size(), rows);
+    Tensor& t = *in.hidden;
+    t.buffer->set_tensor(t, hidden.data(), 0, rows * sizeof(float));
+    if (p.n < p.n_tokens) {
+      // hidden_ is free here: only the front reads its own stage's output
+      // into it, and the front's stage starts at layer 0.
+      TESSERA_CHECK(hidden.data() != hidden_.data(), "the padding would overwrite the input");
+      hidden_.assign(static_cast<size_t>(p.n_tokens) * n_embd - rows, 0.0f);
+      t.buffer->set_tensor(t, hidden_.data(), rows * sizeof(float), hidden_.size() * sizeof(float));
+    }
+  }
+  return plan;
+}
+
+// The rows of a computed pass that leave this stage: the hidden state of the
+// p.n real tokens before the last stage, else the p.n_out rows asked.
+void Context::read_output(const Plan& plan, const PassInputs& p, float* dst) {
+  const int64_t rows = model_.holds_output() ? p.n_out : p.n;
+  const int64_t width = model_.holds_output() ? output_width() : model_.hparams().n_embd;
+  if (rows == 0) return;
+  const size_t bytes = static_cast<size_t>(rows * width) * sizeof(float);
+  plan.logits->buffer->get_tensor(*plan.logits, dst, 0, bytes);
+}
+
+void Context::run_stage(const PassInputs& inputs, std::span<const float> hidden,
+                        std::vector<float>& out) {
+  Plan& plan = prepare(inputs, hidden);
+  last_plan_ = &plan;
+  scheduler_->compute(*plan.sched);
+  const int64_t rows = model_.holds_output() ? inputs.n_out : inputs.n;
+  const int64_t width = model_.holds_output() ? output_width() : model_.hparams().n_embd;
+  out.resize(static_cast<size_t>(rows * width));
+  read_output(plan, inputs, out.data());
+  timings_.passes += 1;
+}
+
 // Keys whose positions moved get rotated by the difference, once, before the
 // next pass: a graph of its own, not kept. The shifts are cleared only once
 // the rotation ran, so a failure leaves them to the next decode.
 void Context::apply_shift() {
+  i32_.resize(static_cast<size_t>(cache_->rows()));
+  cache_->shifts(i32_);
+  // The other stages first: a failure there leaves every rank's keys as they were.
+  if (Pipeline* pipeline = front_pipeline()) pipeline->shift(pipeline_context_, i32_);
+  rotate_keys(i32_);
+  cache_->clear_shift();
+}
+
+void Context::rotate_keys(std::span<const int32_t> shifts) {
   const int64_t rows = cache_->rows();
+  TESSERA_CHECK(shifts.size() == static_cast<size_t>(rows), "{} shifts for {} cache rows",
+                shifts.size(), rows);
   Graph g;
   Tensor* shift = g.new_tensor(DType::kI32, {rows}, "k_shift");
   Tensor* all_rows = g.new_tensor(DType::kI32, {rows}, "k_shift_rows");
@@ -247,15 +339,13 @@ void Context::apply_shift() {
   all_rows->flags |= kFlagInput;
   layers::k_shift(g, model_, cache_->k(), shift, all_rows, cache_->size());
   auto plan = scheduler_->plan(g);
-  i32_.resize(static_cast<size_t>(rows));
-  cache_->shifts(i32_);
-  shift->buffer->set_tensor(*shift, i32_.data());
+  shift->buffer->set_tensor(*shift, shifts.data());
   if (all_rows->buffer != nullptr) {
-    for (int64_t i = 0; i < rows; ++i) i32_[static_cast<size_t>(i)] = static_cast<int32_t>(i);
-    all_rows->buffer->set_tensor(*all_rows, i32_.data());
+    std::vector<int32_t> index(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i) index[static_cast<size_t>(i)] = static_cast<int32_t>(i);
+    all_rows->buffer->set_tensor(*all_rows, index.data());
   }
   scheduler_->compute(*plan);
-  cache_->clear_shift();
 }
 
 // ---- Session: sequence 0 of a context -------------------------------------------

@@ -47,6 +47,11 @@ KvCache::KvCache(const KvCacheOptions& options, int64_t n_embd_kv, int64_t head_
   // One buffer per device, zeroed: rows never written read as zeros.
   std::vector<TensorPlacement> placed;
   for (size_t il = 0; il < layer_devices.size(); ++il) {
+    if (layer_devices[il] == nullptr) {  // a layer another pipeline stage holds
+      k_.push_back(nullptr);
+      v_.push_back(nullptr);
+      continue;
+    }
     for (bool is_k : {true, false}) {
       Tensor* t = arena_.new_tensor(is_k ? type_k_ : type_v_, {n_embd_kv, rows()},
                                     fmt::format("cache_{}_{}", is_k ? 'k' : 'v', il));

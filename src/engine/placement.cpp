@@ -56,7 +56,10 @@ Placement plan_placement(Runtime& runtime, const gguf::File& file, const Hparams
       }
     }
   }
-  const int64_t n_units = hp.n_layer + 1;  // the layers, then the output layer
+  // A pipeline stage places its own layers, and the output layer on the last stage.
+  const LayerRange held = options.pipeline ? options.pipeline->range() : LayerRange{0, hp.n_layer};
+  const bool holds_output = held.end == hp.n_layer;
+  const int64_t n_units = held.size() + (holds_output ? 1 : 0);
   p.layers_asked = options.gpu_layers < 0 ? n_units : std::min<int64_t>(options.gpu_layers, n_units);
   if (gpu == nullptr || p.layers_asked == 0) {
     p.message = gpu == nullptr ? "" : fmt::format("0 layers on {} (--gpu-layers 0)", gpu->name());
@@ -72,8 +75,8 @@ Placement plan_placement(Runtime& runtime, const gguf::File& file, const Hparams
   // As llama.cpp counts: N <= n_layer puts the last N layers there, N >
   // n_layer the output layer too. Layers are taken from the last one down,
   // the output layer after them.
-  const int64_t layers = std::min(p.layers_asked, hp.n_layer);
-  const bool want_output = p.layers_asked > hp.n_layer;
+  const int64_t layers = std::min(p.layers_asked, held.size());
+  const bool want_output = holds_output && p.layers_asked > held.size();
   uint64_t used = compute_reserve_bytes(hp, options.n_batch, want_output);
   int64_t placed = 0;
   std::string stopped;
@@ -83,7 +86,7 @@ Placement plan_placement(Runtime& runtime, const gguf::File& file, const Hparams
                           gib(used + bytes - free), gib(free));
     return false;
   };
-  for (int64_t il = hp.n_layer - 1; il >= hp.n_layer - layers; --il) {
+  for (int64_t il = held.end - 1; il >= held.end - layers; --il) {
     const uint64_t bytes = tensor_bytes(file, fmt::format("blk.{}.", il)) + cache_per_layer;
     if (!fits(bytes)) break;
     used += bytes;
@@ -116,6 +119,7 @@ std::unique_ptr<Model> load_model(Runtime& runtime, const std::filesystem::path&
   ModelOptions mo;
   mo.layer_devices = p.layer_devices;
   mo.output_device = p.output_device;
+  mo.pipeline = options.pipeline;
   mo.progress = std::move(progress);
   auto model = Model::load(runtime, path, mo);
   if (placement != nullptr) *placement = std::move(p);

@@ -81,9 +81,9 @@ void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
 Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
   const Hparams& hp = model.hparams();
   const float eps = hp.norm_rms_eps;
-  Tensor* x = ops::scale(g, layers::embed(g, model, in),
-                         std::sqrt(static_cast<float>(hp.n_embd)));  // [n_embd, n_tokens]
-  for (size_t il = 0; il < model.layers().size(); ++il) {
+  Tensor* x = layers::input(g, model, in,
+                           std::sqrt(static_cast<float>(hp.n_embd)));  // [n_embd, n_tokens]
+  for (const size_t il : layers::held_layers(model)) {
     const LayerWeights& l = model.layers()[il];
     Tensor* h = layers::rms_norm(g, x, l.attn_norm, eps);
     h = layers::self_attention(g, model, in, il, h);
@@ -92,7 +92,7 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
     f = layers::geglu_ffn(g, f, l.ffn_gate, l.ffn_up, l.ffn_down);
     x = ops::add(g, x, layers::rms_norm(g, f, l.ffn_post_norm, eps));
   }
-  return layers::logits(g, model, in, x);
+  return layers::output(g, model, in, x);
 }
 
 }  // namespace

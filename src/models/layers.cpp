@@ -32,6 +32,23 @@ Tensor* embed(Graph& g, const Model& model, const GraphInputs& in) {
   return ops::get_rows(g, model.token_embd(), in.tokens);
 }
 
+Tensor* input(Graph& g, const Model& model, const GraphInputs& in, float embd_scale) {
+  if (!model.holds_input()) {
+    TESSERA_CHECK(in.hidden != nullptr, "a pipeline stage after the first needs in.hidden");
+    return in.hidden;
+  }
+  Tensor* x = embed(g, model, in);
+  return embd_scale != 1.0f ? ops::scale(g, x, embd_scale) : x;
+}
+
+Tensor* output(Graph& g, const Model& model, const GraphInputs& in, Tensor* x) {
+  if (model.holds_output()) return logits(g, model, in, x);
+  x->flags |= kFlagOutput;
+  x->name = "hidden_out";
+  g.expand(x);
+  return x;
+}
+
 Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps) {
   return ops::mul(g, ops::rms_norm(g, x, eps), w);
 }
@@ -147,15 +164,15 @@ Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x) {
 
 Tensor* prenorm_decoder(Graph& g, const Model& model, const GraphInputs& in) {
   const Hparams& hp = model.hparams();
-  Tensor* x = embed(g, model, in);  // [n_embd, n_tokens]
-  for (size_t il = 0; il < model.layers().size(); ++il) {
+  Tensor* x = input(g, model, in);  // [n_embd, n_tokens]
+  for (const size_t il : held_layers(model)) {
     const LayerWeights& l = model.layers()[il];
     Tensor* h = rms_norm(g, x, l.attn_norm, hp.norm_rms_eps);
     x = ops::add(g, x, self_attention(g, model, in, il, h));
     Tensor* f = rms_norm(g, x, l.ffn_norm, hp.norm_rms_eps);
     x = ops::add(g, x, swiglu_ffn(g, f, l.ffn_gate, l.ffn_up, l.ffn_down));
   }
-  return logits(g, model, in, x);
+  return output(g, model, in, x);
 }
 
 void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Tensor* shift,
@@ -164,6 +181,7 @@ void k_shift(Graph& g, const Model& model, std::span<Tensor* const> cache_k, Ten
   const int64_t d = hp.head_dim;
   for (size_t il = 0; il < cache_k.size(); ++il) {
     Tensor* kc = cache_k[il];
+    if (kc == nullptr) continue;  // another pipeline stage's layer
     const int64_t rows = kc->ne[1];
     const size_t head = *row_bytes(kc->type, d);
     // [d, n_head_kv, rows]: RoPE's (head dim, heads, tokens) over the cache.

@@ -3,6 +3,8 @@
 // few graph ops; an architecture's file strings them together.
 #pragma once
 
+#include <ranges>
+
 #include "tessera/model.h"
 #include "tessera/ops.h"
 
@@ -19,6 +21,22 @@ Tensor* rope_factors(const Hparams& hp, const LayerWeights& l, int64_t n_ctx);
 
 // Token embeddings of in.tokens: [n_embd, n_tokens] f32.
 Tensor* embed(Graph& g, const Model& model, const GraphInputs& in);
+
+// The layers the model holds, for a builder's loop: every layer, or on a
+// pipeline stage its layer_range().
+inline auto held_layers(const Model& model) {
+  const LayerRange& r = model.layer_range();
+  return std::views::iota(static_cast<size_t>(r.begin), static_cast<size_t>(r.end));
+}
+
+// A graph's first hidden state [n_embd, n_tokens]: the token embeddings
+// (scaled by embd_scale unless it is 1), or on a pipeline stage after the
+// first the previous stage's output, in.hidden.
+Tensor* input(Graph& g, const Model& model, const GraphInputs& in, float embd_scale = 1.0f);
+
+// A graph's output: logits() on a whole model or the last stage; before the
+// last stage, x itself ([n_embd, n_tokens], every row) flagged as the output.
+Tensor* output(Graph& g, const Model& model, const GraphInputs& in, Tensor* x);
 
 // x / rms(x) * w (w broadcast over rows).
 Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps);

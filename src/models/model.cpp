@@ -34,6 +34,7 @@ std::unique_ptr<Model> Model::load(Runtime& runtime, const std::filesystem::path
                                    const ModelOptions& options) {
   std::unique_ptr<Model> model(new Model(runtime, gguf::File::open(path)));
   model->create_tensors();
+  model->keep_stage(options);
   model->place_weights(options);
   return model;
 }
@@ -137,6 +138,27 @@ void Model::create_tensors() {
          problems.size() == 1 ? "es" : "", list);
   }
   if (w_.output == nullptr) w_.output = w_.token_embd;  // tied embeddings
+  range_ = {0, hparams_.n_layer};
+}
+
+// A pipeline stage keeps its layers, the token embedding on the first stage
+// (and on the last when the head is tied to it), the output norm and head on
+// the last; the rest is never read from the map, so it costs no memory.
+void Model::keep_stage(const ModelOptions& options) {
+  if (options.pipeline == nullptr) return;
+  const LayerRange r = options.pipeline->range();
+  if (r.begin < 0 || r.end > hparams_.n_layer || r.size() < 1) {
+    fail(ErrorCategory::kInvalidArgument, "[model {}] stage layers [{}, {}), the model has {}",
+         file_.name(), r.begin, r.end, hparams_.n_layer);
+  }
+  range_ = r;
+  pipeline_ = options.pipeline;
+  for (int64_t il = 0; il < hparams_.n_layer; ++il) {
+    if (!r.contains(il)) w_.layers[static_cast<size_t>(il)] = LayerWeights{};
+  }
+  const bool tied = w_.output == w_.token_embd;
+  if (!holds_output()) w_.output_norm = w_.output = nullptr;
+  if (!holds_input() && !(tied && holds_output())) w_.token_embd = nullptr;
 }
 
 // q / k / v into wqkv (when none has a bias), gate / up into one ffn_up of
@@ -200,6 +222,7 @@ void Model::assign_devices(const ModelOptions& options) {
   }
   output_device_ = options.output_device != nullptr ? options.output_device : cpu_;
   for (int64_t i = 0; i < n_layer; ++i) {
+    if (!range_.contains(i)) continue;  // another stage's layer: no device
     w_.layers[static_cast<size_t>(i)].device =
         options.layer_devices.empty() ? cpu_ : options.layer_devices[static_cast<size_t>(i)];
   }
@@ -234,6 +257,7 @@ std::vector<std::pair<Tensor*, Device*>> Model::weight_plan() {
     return copy;
   };
   for (LayerWeights& l : w_.layers) {
+    if (l.device == nullptr) continue;  // held by another pipeline stage
     for (Tensor* t :
          {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.bq, l.bk, l.bv, l.attn_q_norm, l.attn_k_norm,
           l.wo, l.attn_post_norm, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_post_norm}) {
@@ -282,7 +306,9 @@ void Model::upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
 std::vector<Device*> Model::devices() const {
   std::vector<Device*> out;
   auto add = [&](Device* d) {
-    if (d != cpu_ && std::find(out.begin(), out.end(), d) == out.end()) out.push_back(d);
+    if (d != nullptr && d != cpu_ && std::find(out.begin(), out.end(), d) == out.end()) {
+      out.push_back(d);
+    }
   };
   for (const LayerWeights& l : w_.layers) add(l.device);
   add(output_device_);

@@ -32,15 +32,15 @@ void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
 
 Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
   const Hparams& hp = model.hparams();
-  Tensor* x = layers::embed(g, model, in);  // [n_embd, n_tokens]
-  for (size_t il = 0; il < model.layers().size(); ++il) {
+  Tensor* x = layers::input(g, model, in);  // [n_embd, n_tokens]
+  for (const size_t il : layers::held_layers(model)) {
     const LayerWeights& l = model.layers()[il];
     Tensor* h = layers::rms_norm(g, x, l.attn_norm, hp.norm_rms_eps);
     x = ops::add(g, x, layers::self_attention(g, model, in, il, h));
     Tensor* f = layers::rms_norm(g, x, l.ffn_norm, hp.norm_rms_eps);
     x = ops::add(g, x, layers::swiglu_ffn(g, f, nullptr, l.ffn_up, l.ffn_down));
   }
-  return layers::logits(g, model, in, x);
+  return layers::output(g, model, in, x);
 }
 
 }  // namespace

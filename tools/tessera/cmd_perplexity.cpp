@@ -12,7 +12,7 @@
 
 namespace tessera::cli {
 
-Runner add_perplexity(CLI::App& app) {
+Runner add_perplexity(CLI::App& app, const MpiWorld& world) {
   struct Flags {
     ModelFlags model;
     std::string file;
@@ -22,7 +22,9 @@ Runner add_perplexity(CLI::App& app) {
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
       "perplexity", "Perplexity of a text: chunks of -c tokens, the second half of each scored");
+  f->model.world = &world;
   add_model_flags(*cmd, f->model);
+  add_split_flags(*cmd, f->model);
   cmd->add_option("-f,--file", f->file, "Text file")->required();
   cmd->add_option("-c,--ctx-size", f->n_ctx, "Tokens per chunk")
       ->capture_default_str()
@@ -31,6 +33,7 @@ Runner add_perplexity(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   return [f]() {
+    if (is_worker(f->model)) return serve_stage(f->model);
     std::ifstream in(f->file, std::ios::binary);
     if (!in) fail(ErrorCategory::kIo, "[-f {}] cannot open the file", f->file);
     std::stringstream ss;

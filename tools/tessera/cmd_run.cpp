@@ -143,6 +143,10 @@ int run(const RunFlags& f) {
   fmt::print(stderr, "\n{:<10} {:.2f} ms\n", "load", lm.load_ms);
   print_rate("prompt", static_cast<int64_t>(tokens.size()), out[0].last.prompt_ms);
   print_rate("generated", generated, gen_ms);
+  double sample_ms = 0;
+  for (const Output& o : out) sample_ms += o.last.sample_ms;
+  fmt::print(stderr, "{:<10} {:9.2f} ms of CPU choosing tokens ({:.1f} us a token)\n", "sampling", sample_ms,
+             generated > 0 ? 1000.0 * sample_ms / double(generated) : 0.0);
   fmt::print(stderr, "{:<10} {}\n", "seed", seeds);
   if (g_interrupted) fmt::print(stderr, "interrupted\n");
   return g_interrupted ? 130 : 0;
@@ -150,10 +154,12 @@ int run(const RunFlags& f) {
 
 }  // namespace
 
-Runner add_run(CLI::App& app) {
+Runner add_run(CLI::App& app, const MpiWorld& world) {
   auto f = std::make_shared<RunFlags>();
+  f->model.world = &world;
   CLI::App* cmd = app.add_subcommand("run", "Generate text from a prompt");
   add_model_flags(*cmd, f->model);
+  add_split_flags(*cmd, f->model);
   auto* p = cmd->add_option("-p,--prompt", f->prompt, "Prompt text");
   auto* file = cmd->add_option("-f,--file", f->file, "Read the prompt from a file");
   p->excludes(file);
@@ -173,6 +179,7 @@ Runner add_run(CLI::App& app) {
   add_cache_type_flags(*cmd, f->cache_types);
   add_sampling_flags(*cmd, f->sampling, "sequence i of -np uses seed + i");
   return [f, p, file]() {
+    if (is_worker(f->model)) return serve_stage(f->model);
     if (p->count() == 0 && file->count() == 0) {
       fail(ErrorCategory::kInvalidArgument, "[run] give a prompt with -p TEXT or -f FILE");
     }

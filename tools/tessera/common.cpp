@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "tessera/error.h"
 #include "tessera/grammar.h"
+#include "tessera/pipeline.h"
 
 namespace tessera::cli {
 
@@ -24,6 +26,14 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
                  "(n_layer + 1: all; default: all that fit; 0: none)")
       ->check(CLI::Range(-1, 100000));
   cmd.add_option("--device", flags.device, "Device for offloaded layers, e.g. CUDA0");
+}
+
+void add_split_flags(CLI::App& cmd, ModelFlags& flags) {
+  cmd.add_option("--split-ranks", flags.split_ranks,
+                 "Under mpirun: each rank's share of the layers, as proportions (e.g. 3,1); "
+                 "default: balanced by bytes")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
 }
 
 namespace {
@@ -67,6 +77,89 @@ void check_cache_types(const Model& model, const CacheTypeFlags& flags) {
   }
 }
 
+namespace {
+
+// FNV-1a of the file's header (keys and tensor infos) and its size: what
+// tells the ranks' files apart without reading the weights.
+std::string file_identity(const std::string& path) {
+  const gguf::File file = gguf::File::open(path);
+  std::ifstream in(path, std::ios::binary);
+  std::string header(file.header_size(), '\0');
+  if (!in.read(header.data(), static_cast<std::streamsize>(header.size()))) {
+    fail(ErrorCategory::kIo, "[-m {}] cannot read the header", path);
+  }
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (char c : header) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return fmt::format("{} bytes, header hash {:016x}", file.file_size(), h);
+}
+
+// Every rank's `status` ("" when fine); when any is not, throws on every
+// rank one Error listing them, led by `what`.
+void agree(Transport& t, const std::string& status, const std::string& what) {
+  const std::vector<std::string> all = t.all_gather(t.host() + '\n' + status);
+  std::string list;
+  for (size_t r = 0; r < all.size(); ++r) {
+    const size_t nl = all[r].find('\n');
+    if (nl + 1 < all[r].size()) {
+      list += fmt::format("\n  {} {}", rank_name(t, static_cast<int>(r), all[r].substr(0, nl)),
+                          all[r].substr(nl + 1));
+    }
+  }
+  if (list.empty()) return;
+  t.mark_peers_done();  // every rank throws this one
+  fail(ErrorCategory::kInvalidArgument, "[mpi] {}:{}", what, list);
+}
+
+// Every rank's part of a model split across the job's ranks.
+LoadedModel load_stage(const ModelFlags& flags, serving::LoadOptions o) {
+  Transport& t = *flags.world->transport();
+  std::string identity, status;
+  try {
+    identity = file_identity(flags.model);
+  } catch (const std::exception& e) {
+    status = e.what();
+  }
+  agree(t, status, fmt::format("the model cannot be opened on every rank"));
+  const std::vector<std::string> ids = t.all_gather(identity);
+  if (identity != ids[0]) status = fmt::format("{}: {}; rank 0's: {}", flags.model, identity, ids[0]);
+  agree(t, status, "the ranks' model files differ");
+
+  std::vector<LayerRange> ranges;
+  try {
+    const gguf::File file = gguf::File::open(flags.model);
+    ranges = split_layers(file, read_hparams(file).n_layer, t.size(), flags.split_ranks);
+  } catch (const Error&) {
+    t.mark_peers_done();  // the same file and flags: every rank throws this one
+    throw;
+  }
+  auto pipeline = std::make_shared<Pipeline>(t, ranges);
+  o.placement.pipeline = pipeline;
+  std::optional<LoadedModel> out;
+  try {
+    out = serving::load(o);
+  } catch (const std::exception& e) {
+    status = e.what();
+  }
+  agree(t, status, "loading failed");
+  pipeline->start();
+  if (t.rank() == 0) {
+    std::string where;
+    for (size_t r = 0; r < ranges.size(); ++r) {
+      where += fmt::format("{}{}: {}-{}", r ? ", " : "", r, ranges[r].begin, ranges[r].end - 1);
+    }
+    fmt::print(stderr, "pipeline: {} ranks, layers per rank {}\n", t.size(), where);
+  }
+  return std::move(*out);
+}
+
+}  // namespace
+
+int serve_stage(const ModelFlags& flags) {
+  LoadedModel lm = load_model(flags);
+  lm.model->pipeline()->serve(*lm.model);
+  return 0;
+}
+
 LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context) {
   const auto start = std::chrono::steady_clock::now();
   serving::LoadOptions o{.model = flags.model, .threads = flags.threads, .placement = context};
@@ -89,8 +182,10 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
       fmt::print(stderr, "loading {}: {:3.0f}%\n", flags.model, pct);
     }
   };
-  LoadedModel out = serving::load(o);
-  if (!out.placement.empty()) fmt::print(stderr, "{}\n", out.placement);
+  const bool split = flags.world != nullptr && flags.world->size() > 1;
+  if (split && flags.world->rank() > 0) o.progress = nullptr;  // rank 0 speaks for the job
+  LoadedModel out = split ? load_stage(flags, o) : serving::load(o);
+  if (!out.placement.empty() && !is_worker(flags)) fmt::print(stderr, "{}\n", out.placement);
   return out;
 }
 

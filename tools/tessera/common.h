@@ -10,6 +10,7 @@
 
 #include "tessera/loaded_model.h"
 #include "tessera/model.h"
+#include "tessera/mpi.h"
 #include "tessera/placement.h"
 #include "tessera/runtime.h"
 #include "tessera/serving.h"
@@ -22,17 +23,34 @@ struct ModelFlags {
   int threads = 0;  // 0: one per physical core
   int gpu_layers = -1;
   std::string device;
+  // Commands that split a model across MPI ranks (run, perplexity) set the
+  // job; null or one rank: the whole model in this process.
+  const MpiWorld* world = nullptr;
+  std::vector<double> split_ranks;  // --split-ranks: the ranks' shares of the weights
 };
 
 // -m/--model, -t/--threads, --gpu-layers (--ngl), --device.
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
+// --split-ranks, for the commands that run across MPI ranks.
+void add_split_flags(CLI::App& cmd, ModelFlags& flags);
 
 using serving::LoadedModel;
 
 // Loads flags.model with the engine's placement; `context` says what the
 // context will hold (its size and cache types), for the memory estimate. The
 // placement line goes to stderr when a GPU is there.
+//
+// Across MPI ranks (flags.world of more than one rank), every rank calls it:
+// each checks it has the same file as rank 0 (size and header hash), loads
+// its own layers (pipeline.h) and learns whether every rank did; a failure
+// anywhere is thrown on every rank as one Error naming the rank and host.
 LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context = {});
+
+// On a worker rank (flags.world's rank > 0): loads this rank's stage with
+// load_model and runs the front's commands until it stops. Returns 0.
+int serve_stage(const ModelFlags& flags);
+// Whether this process is a worker rank of an MPI job.
+inline bool is_worker(const ModelFlags& flags) { return flags.world != nullptr && flags.world->rank() > 0; }
 
 using serving::cpu_threads;
 using serving::set_cpu_threads;

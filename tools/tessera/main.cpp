@@ -1,6 +1,8 @@
 // tessera: run quantized language models on the accelerators a machine has.
 #include <cstdio>
+#include <algorithm>
 #include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -10,6 +12,7 @@
 
 #include "commands.h"
 #include "tessera/error.h"
+#include "tessera/mpi.h"
 
 namespace {
 
@@ -36,18 +39,35 @@ int main(int argc, char** argv) {
   argc = static_cast<int>(arg_ptrs.size());
   argv = arg_ptrs.data();
 
+  // Under mpirun every rank runs this same command line; rank 0 speaks for
+  // the job, the others stay quiet unless a failure is theirs alone.
+  std::unique_ptr<tessera::MpiWorld> world;
+  try {
+    world = std::make_unique<tessera::MpiWorld>(argc, argv);
+  } catch (const tessera::Error& e) {
+    fmt::print(stderr, "tessera: error: {}\n", e.what());
+    return 1;
+  }
+  const bool front = world->rank() == 0;
+
   CLI::App app{"tessera: run quantized language models (GGUF) on CPUs and accelerators"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "tessera 0.1.0");
 
   std::vector<std::pair<CLI::App*, tessera::cli::Runner>> runners;
-  auto add = [&](tessera::cli::Runner (*adder)(CLI::App&)) {
+  std::vector<CLI::App*> split_commands;  // those that run across MPI ranks
+  auto add_runner = [&](auto&& adder) {
     const size_t before = app.get_subcommands({}).size();
-    tessera::cli::Runner run = adder(app);
+    tessera::cli::Runner run = adder();
     runners.emplace_back(app.get_subcommands({}).at(before), std::move(run));
   };
-  add(tessera::cli::add_run);
-  add(tessera::cli::add_perplexity);
+  auto add = [&](tessera::cli::Runner (*adder)(CLI::App&)) { add_runner([&] { return adder(app); }); };
+  auto add_split = [&](tessera::cli::Runner (*adder)(CLI::App&, const tessera::MpiWorld&)) {
+    add_runner([&] { return adder(app, *world); });
+    split_commands.push_back(runners.back().first);
+  };
+  add_split(tessera::cli::add_run);
+  add_split(tessera::cli::add_perplexity);
   add(tessera::cli::add_tokenize);
   add(tessera::cli::add_inspect);
   add(tessera::cli::add_devices);
@@ -60,19 +80,42 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    // Every rank parsed the same line: rank 0 tells.
+    if (!front) return e.get_exit_code();
     return app.exit(e);
   }
 
+  // A failure that only this rank knows of ends the job at once when other
+  // ranks may be waiting on it; one that every rank saw (or after the
+  // workers were stopped) ends each rank plainly.
+  auto failed = [&](const std::string& what) {
+    const tessera::Transport* t = world->transport();
+    const bool shared = t == nullptr || t->peers_done();
+    if (front || !shared) {
+      fmt::print(stderr, "tessera: error: {}{}\n",
+                 world->size() > 1 && !front ? tessera::rank_name(*t, world->rank(), world->host()) + " " : "",
+                 what);
+    }
+    if (!shared) world->abort(1);
+    return 1;
+  };
   try {
     for (auto& [sub, run] : runners) {
-      if (sub->parsed()) return run();
+      if (!sub->parsed()) continue;
+      if (world->size() > 1 &&
+          std::find(split_commands.begin(), split_commands.end(), sub) == split_commands.end()) {
+        if (front) {
+          fmt::print(stderr, "tessera: error: [mpi] '{}' runs in one process; of the commands, "
+                     "run and perplexity run across MPI ranks\n", sub->get_name());
+        }
+        return 1;
+      }
+      return run();
     }
   } catch (const tessera::Error& e) {
-    fmt::print(stderr, "tessera: error: {}\n", e.what());
-    return 1;
+    return failed(e.what());
   } catch (const std::exception& e) {
-    fmt::print(stderr, "tessera: error: {}\n", e.what());
-    return 1;
+    return failed(e.what());
   }
   return 1;
 }

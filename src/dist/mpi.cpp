@@ -1,0 +1,144 @@
+// MpiWorld over Open MPI (or any MPI 3): point-to-point bytes for the
+// pipeline, an all-gather of strings for the start-up checks.
+#include <mpi.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdlib>
+
+#include "tessera/error.h"
+#include "tessera/mpi.h"
+
+namespace tessera {
+namespace {
+
+// Set by mpirun / orterun (Open MPI), PMI / PMIx launchers (MPICH, Slurm).
+bool launched_by_mpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"}) {
+    if (std::getenv(v) != nullptr) return true;
+  }
+  return false;
+}
+
+std::string mpi_error(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(code, text, &n);
+  return std::string(text, static_cast<size_t>(n));
+}
+
+void check(int code, const char* what, int peer) {
+  if (code != MPI_SUCCESS) {
+    fail(ErrorCategory::kDevice, "[mpi] {} rank {}: {}", what, peer, mpi_error(code));
+  }
+}
+
+int int_count(size_t n, const char* what) {
+  if (n > static_cast<size_t>(INT_MAX)) {
+    fail(ErrorCategory::kInvalidArgument, "[mpi] {} of {} bytes, more than one message holds", what, n);
+  }
+  return static_cast<int>(n);
+}
+
+constexpr int kTag = 7;
+
+class MpiTransport final : public Transport {
+ public:
+  MpiTransport(int rank, int size, std::string host) : rank_(rank), size_(size), host_(std::move(host)) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& host() const override { return host_; }
+
+  void send(int to, std::span<const std::byte> message) override {
+    check(MPI_Send(message.data(), int_count(message.size(), "a message"), MPI_BYTE, to, kTag,
+                   MPI_COMM_WORLD),
+          "sending to", to);
+  }
+
+  void recv(int from, std::vector<std::byte>& message) override {
+    MPI_Status status;
+    check(MPI_Probe(from, kTag, MPI_COMM_WORLD, &status), "waiting for", from);
+    int n = 0;
+    check(MPI_Get_count(&status, MPI_BYTE, &n), "sizing a message from", from);
+    message.resize(static_cast<size_t>(n));
+    check(MPI_Recv(message.data(), n, MPI_BYTE, from, kTag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+          "receiving from", from);
+  }
+
+  std::vector<std::string> all_gather(const std::string& mine) override {
+    const int n = int_count(mine.size(), "a gathered string");
+    std::vector<int> sizes(static_cast<size_t>(size_)), offsets(static_cast<size_t>(size_));
+    check(MPI_Allgather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, MPI_COMM_WORLD), "gathering with",
+          -1);
+    size_t total = 0;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      offsets[i] = int_count(total, "gathered strings");
+      total += static_cast<size_t>(sizes[i]);
+    }
+    std::string all(total, '\0');
+    check(MPI_Allgatherv(mine.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(),
+                         MPI_CHAR, MPI_COMM_WORLD),
+          "gathering with", -1);
+    std::vector<std::string> out;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      out.push_back(all.substr(static_cast<size_t>(offsets[i]), static_cast<size_t>(sizes[i])));
+    }
+    return out;
+  }
+
+ private:
+  int rank_, size_;
+  std::string host_;
+};
+
+}  // namespace
+
+struct MpiWorld::State {
+  bool started = false;
+  int rank = 0;
+  int size = 1;
+  std::string host;
+  std::unique_ptr<MpiTransport> transport;
+};
+
+bool MpiWorld::built() { return true; }
+
+MpiWorld::MpiWorld(int& argc, char**& argv) : state_(std::make_unique<State>()) {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  state_->host = name;
+  if (!launched_by_mpi()) return;
+  int provided = 0;
+  if (MPI_Init_thread(&argc, &argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    fail(ErrorCategory::kDevice, "[mpi] MPI_Init_thread failed");
+  }
+  state_->started = true;
+  // Errors come back as codes (and become Error), not as MPI's own abort.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &state_->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &state_->size);
+  if (provided < MPI_THREAD_SERIALIZED) {
+    fail(ErrorCategory::kUnsupported,
+         "[mpi] this MPI gives thread level {}, tessera needs MPI_THREAD_SERIALIZED ({})", provided,
+         MPI_THREAD_SERIALIZED);
+  }
+  if (state_->size > 1) {
+    state_->transport = std::make_unique<MpiTransport>(state_->rank, state_->size, state_->host);
+  }
+}
+
+MpiWorld::~MpiWorld() {
+  if (state_->started) MPI_Finalize();
+}
+
+int MpiWorld::rank() const { return state_->rank; }
+int MpiWorld::size() const { return state_->size; }
+const std::string& MpiWorld::host() const { return state_->host; }
+Transport* MpiWorld::transport() const { return state_->transport.get(); }
+
+void MpiWorld::abort(int code) const {
+  if (state_->started) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace tessera

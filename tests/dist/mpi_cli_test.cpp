@@ -1,0 +1,138 @@
+// `mpirun -np N tessera run|perplexity` against the same command in one
+// process: the same greedy text, the same perplexity; and the start-up
+// faults: a rank that cannot load, ranks with different files, a command
+// that runs in one process only. Each ends every rank with one message.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "tools/run_command.h"
+
+namespace tessera::testing {
+namespace {
+
+std::string tessera(const std::string& args) { return std::string(TESSERA_BIN) + " " + args; }
+// Open MPI as CI runs it: as root, more ranks than cores.
+std::string fmt_mpirun() { return std::string(TESSERA_MPIEXEC) + " --allow-run-as-root --oversubscribe"; }
+std::string mpirun(int np, const std::string& args) {
+  return fmt_mpirun() + " -np " + std::to_string(np) + " " + tessera(args);
+}
+std::string stories() { return shared_dir() + "/models/stories260K.gguf"; }
+std::string fixture(const std::string& arch) { return shared_dir() + "/fixtures/archs/" + arch + ".gguf"; }
+std::string story() { return std::string(TESSERA_SOURCE_DIR) + "/tests/data/story.txt"; }
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+  return n;
+}
+
+class MpiRun : public ::testing::TestWithParam<int> {};
+
+TEST_P(MpiRun, GreedyTextEqualsOneProcess) {
+  for (const std::string& model : {stories(), fixture("gemma3"), fixture("qwen2")}) {
+    SCOPED_TRACE(model);
+    const std::string args = "run -m " + model + " -p 'Once upon a time' -n 24 --temp 0 -c 128";
+    const CommandResult one = run_command(tessera(args));
+    ASSERT_EQ(one.exit_code, 0) << one.err;
+    const CommandResult split = run_command(mpirun(GetParam(), args));
+    ASSERT_EQ(split.exit_code, 0) << split.err;
+    EXPECT_EQ(split.out, one.out);
+    EXPECT_EQ(count(split.err, "pipeline: " + std::to_string(GetParam()) + " ranks"), 1u) << split.err;
+  }
+}
+
+TEST_P(MpiRun, ParallelSequencesEqualOneProcess) {
+  const std::string args =
+      "run -m " + stories() + " -p 'One day' -n 16 --temp 0.8 -s 3 -np 3 --no-display-prompt";
+  const CommandResult one = run_command(tessera(args));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult split = run_command(mpirun(GetParam(), args));
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_EQ(split.out, one.out);
+}
+
+TEST_P(MpiRun, PerplexityEqualsOneProcess) {
+  const std::string args = "perplexity -m " + stories() + " -f " + story() + " -c 128 -b 48";
+  const CommandResult one = run_command(tessera(args));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult split = run_command(mpirun(GetParam(), args));
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_NE(one.out.find("Final estimate: PPL = "), std::string::npos) << one.out;
+  EXPECT_EQ(split.out, one.out);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MpiRun, ::testing::Values(2, 3),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+TEST(MpiFaults, OneRankIsTheSameAsNoMpi) {
+  const std::string args = "run -m " + stories() + " -p 'Once upon a time' -n 12 --temp 0";
+  const CommandResult one = run_command(tessera(args));
+  const CommandResult mpi = run_command(mpirun(1, args));
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.err;
+  EXPECT_EQ(mpi.out, one.out);
+  EXPECT_EQ(mpi.err.find("pipeline"), std::string::npos) << mpi.err;
+}
+
+// Two programs in one job (Open MPI's MPMD form): rank 0 with `a`, rank 1 with `b`.
+std::string mpmd(const std::string& a, const std::string& b) {
+  return fmt_mpirun() + " -np 1 " + tessera(a) + " : -np 1 " + tessera(b);
+}
+
+TEST(MpiFaults, ARankThatCannotLoadEndsEveryRankWithOneMessage) {
+  const std::string run = " -p 'Once upon a time' -n 4 --temp 0";
+  const CommandResult r =
+      run_command(mpmd("run -m " + stories() + run, "run -m /nonexistent/model.gguf" + run));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "tessera: error:"), 1u) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(\[rank 1 on [^\]]+\] .*/nonexistent/model\.gguf)")))
+      << r.err;
+  EXPECT_EQ(r.err.find("[rank 0 on"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(MpiFaults, DifferentModelFilesAreRefusedAtStart) {
+  const std::string run = " -p 'Once upon a time' -n 4 --temp 0";
+  const CommandResult r =
+      run_command(mpmd("run -m " + stories() + run, "run -m " + fixture("llama") + run));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "tessera: error:"), 1u) << r.err;
+  EXPECT_NE(r.err.find("model files differ"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(\[rank 1 on [^\]]+\] .*llama\.gguf: \d+ bytes, header hash [0-9a-f]{16}; rank 0's: \d+ bytes)"))) << r.err;
+}
+
+TEST(MpiFaults, MoreRanksThanLayersIsAnError) {
+  // stories260K has 5 layers.
+  const CommandResult r = run_command(mpirun(6, "run -m " + stories() + " -p 'Once' -n 4 --temp 0"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "tessera: error:"), 1u) << r.err;
+  EXPECT_NE(r.err.find("6 ranks for a model of 5 layers"), std::string::npos) << r.err;
+}
+
+TEST(MpiFaults, ASplitOfTheWrongLengthNamesTheFlag) {
+  const CommandResult r = run_command(
+      mpirun(2, "run -m " + stories() + " -p 'Once' -n 4 --temp 0 --split-ranks 1,2,3"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "tessera: error:"), 1u) << r.err;
+  EXPECT_NE(r.err.find("[--split-ranks] 3 proportions for 2 ranks"), std::string::npos) << r.err;
+}
+
+TEST(MpiFaults, ACommandThatRunsInOneProcessSaysSo) {
+  const CommandResult r = run_command(mpirun(2, "bench -m " + stories()));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "tessera: error:"), 1u) << r.err;
+  EXPECT_NE(r.err.find("'bench' runs in one process"), std::string::npos) << r.err;
+}
+
+TEST(MpiFaults, AFrontErrorBeforeLoadingEndsTheJob) {
+  // rank 0 fails reading -f while the others wait to load: the job ends.
+  const CommandResult r =
+      run_command(mpirun(2, "run -m " + stories() + " -f /nonexistent/prompt.txt -n 4"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count(r.err, "tessera: error:"), 1u) << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/prompt.txt"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace tessera::testing
