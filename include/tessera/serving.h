@@ -105,6 +105,7 @@ struct Event {
   // On the last event: counts, timings and the seed the sampler used.
   int64_t n_prompt = 0, n_cached = 0, n_gen = 0;
   double prompt_ms = 0, gen_ms = 0;
+  double sample_ms = 0;  // CPU time choosing the tokens (the sampler chain, grammar masks included)
   uint32_t seed = 0;
 };
 

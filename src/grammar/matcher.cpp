@@ -211,6 +211,7 @@ struct TokenTrie {
   std::vector<int32_t> tokens;                      // ending at a node
   std::vector<std::string> bytes;                   // per token id
   std::vector<bool> eog;
+  std::vector<uint32_t> below;  // per node: tokens ending at it or under it
 
   explicit TokenTrie(const Tokenizer& tok) {
     const auto n = static_cast<int32_t>(tok.n_vocab());
@@ -229,6 +230,11 @@ struct TokenTrie {
     // tokens are contiguous.
     nodes.push_back({});
     build(0, order, 0, order.size(), 0);
+    below.assign(nodes.size(), 0);
+    for (size_t k = nodes.size(); k-- > 0;) {  // children come after their parents
+      below[k] += nodes[k].n_tokens;
+      for (uint32_t e = 0; e < nodes[k].n_edges; ++e) below[k] += below[edges[nodes[k].first_edge + e].second];
+    }
   }
 
   void build(uint32_t node, const std::vector<int32_t>& order, size_t begin, size_t end, size_t depth) {
@@ -295,7 +301,10 @@ class StateTable {
     return it->second;
   }
 
-  // The state after `byte`, or -1: an array lookup once known.
+  // The state after `byte`, or -1: an array lookup once known. An ASCII
+  // byte's transition holds for every byte of the same run between the
+  // bounds of the classes atop the stacks, so one step fills the run (a
+  // string's characters are one or two steps, not 90).
   int32_t next(int32_t state, uint8_t byte) {
     int32_t& slot = next_[static_cast<size_t>(state)][byte];
     if (slot != kUnknown) return slot;
@@ -303,12 +312,15 @@ class StateTable {
     std::vector<Stack> stacks;
     int32_t to = -1;
     const auto& [from, p] = states_[static_cast<size_t>(state)];
+    uint32_t lo = byte, hi = byte;
+    if (p.remaining == 0 && byte < 0x80) same_run(from, byte, lo, hi);
     switch (Matcher::step(g_, from, p, byte, q, stacks)) {
       case Matcher::Step::kFail: break;
       case Matcher::Step::kSame: to = intern(std::vector<Stack>(from), q); break;
       case Matcher::Step::kNew: to = intern(std::move(stacks), q); break;
     }
-    next_[static_cast<size_t>(state)][byte] = to;  // intern() may have moved next_
+    auto& row = next_[static_cast<size_t>(state)];  // intern() may have moved next_
+    for (uint32_t b = lo; b <= hi; ++b) row[b] = to;
     return to;
   }
 
@@ -320,6 +332,31 @@ class StateTable {
   }
 
  private:
+  // [lo, hi]: the widest run of ASCII around `byte` that no class atop
+  // `stacks` starts or ends inside (each class holds all of it or none).
+  static void same_run(const std::vector<Stack>& stacks, uint32_t byte, uint32_t& lo, uint32_t& hi) {
+    lo = 0;
+    hi = 0x7F;
+    for (const Stack& s : stacks) {
+      if (s.empty()) continue;
+      const Element* e = s.back();
+      if (e->type == Element::kCharAny) continue;
+      do {
+        const uint32_t a = e->value;
+        const uint32_t b = e[1].type == Element::kCharRangeUpper ? e[1].value : a;
+        if (byte < a) {
+          hi = std::min(hi, a - 1);
+        } else if (byte > b) {
+          lo = std::max(lo, b + 1);
+        } else {
+          lo = std::max(lo, a);
+          hi = std::min(hi, b);
+        }
+        e += e[1].type == Element::kCharRangeUpper ? 2 : 1;
+      } while (e->type == Element::kCharAlt);
+    }
+  }
+
   const Grammar& g_;
   std::vector<std::pair<std::vector<Stack>, Partial>> states_;
   std::unordered_map<std::string, int32_t> ids_;
@@ -342,7 +379,7 @@ class GrammarStage final : public SamplerStage {
     }
     const int32_t state = table_.intern(std::vector<Stack>(matcher_.stacks()), matcher_.partial());
     auto it = masks_.find(state);
-    if (it == masks_.end() && c.pick_limit > 0 && best_valid(c)) return;
+    if (it == masks_.end() && c.pick_limit > 0 && broad(state) && best_valid(c, state)) return;
     if (it == masks_.end()) {
       if (masks_.size() >= kMaxMasks) masks_.clear();
       allowed_.assign(trie_->bytes.size(), 0);
@@ -383,7 +420,9 @@ class GrammarStage final : public SamplerStage {
   // With a pick limit k: the tokens in order of logit, each checked alone,
   // until k fit; the rest cannot be picked and get -inf. False (nothing
   // changed) when that takes more checks than a walk of the trie would.
-  bool best_valid(Candidates& c) {
+  // A token is checked through the state table (a lookup per byte once its
+  // transitions are known), not by advancing the matcher's stacks.
+  bool best_valid(Candidates& c, int32_t state) {
     // a ranks before b: a higher logit, or the same and a lower id. As the
     // heap's "less", it keeps the worst of the heap on top.
     const auto outranks = [&](uint32_t a, uint32_t b) {
@@ -415,8 +454,14 @@ class GrammarStage final : public SamplerStage {
     for (const uint32_t i : order_) {
       if (keep_.size() == limit) break;
       const auto id = static_cast<size_t>(c.data[i].id);
-      const bool ok = trie_->eog[id] ? end_ok
-                      : !must_end && !trie_->bytes[id].empty() && matcher_.allows(trie_->bytes[id]);
+      bool ok = trie_->eog[id] ? end_ok : !must_end && !trie_->bytes[id].empty();
+      if (ok && !trie_->eog[id]) {
+        int32_t s = state;
+        for (const char b : trie_->bytes[id]) {
+          if ((s = table_.next(s, static_cast<uint8_t>(b))) < 0) break;
+        }
+        ok = s >= 0;
+      }
       if (ok) keep_.push_back(i);
     }
     // Fewer than k fit among the best `budget`: more may lie below, and the
@@ -441,6 +486,21 @@ class GrammarStage final : public SamplerStage {
       });
     }
     return true;
+  }
+
+  // Whether a walk from `state` would enter the subtrees of more than
+  // kBroad tokens (a string's inside: most of the vocabulary); checking the
+  // best tokens one by one pays only there. Where few first bytes fit (a
+  // key, punctuation, digits) the walk is short and its mask reusable.
+  bool broad(int32_t state) {
+    static constexpr uint32_t kBroad = 4096;
+    const TokenTrie::Node& root = trie_->nodes[0];
+    uint32_t reach = 0;
+    for (uint32_t k = 0; k < root.n_edges && reach <= kBroad; ++k) {
+      const auto& [byte, child] = trie_->edges[root.first_edge + k];
+      if (table_.next(state, byte) >= 0) reach += trie_->below[child];
+    }
+    return reach > kBroad;
   }
 
   // Marks the tokens under `node` that fit from `state`; a byte that breaks

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <ctime>
 #include <cmath>
 #include <future>
 #include <optional>
@@ -14,6 +15,13 @@ namespace tessera::serving {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// This thread's CPU time: what sampling costs, whatever else shares the cores.
+double thread_cpu_ms() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return 1e3 * static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_nsec);
+}
 
 double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
@@ -88,6 +96,7 @@ struct Generator::Slot {
   std::optional<ToolCallParser> tool_parser;
   std::vector<TokenId> preserved;  // control tokens rendered as text (tool markers)
   int64_t n_gen = 0, n_cached = 0;
+  double sample_ms = 0;
   Event pending;          // what the next event sends
   int batch_index = -1;   // this step's token asking for logits
   size_t n_decoding = 0;  // prompt tokens in this step's batch
@@ -281,6 +290,7 @@ void Generator::assign(Slot& slot, std::shared_ptr<Request> r) {
   slot.prompt_next = keep;
   slot.n_cached = static_cast<int64_t>(keep);
   slot.n_gen = 0;
+  slot.sample_ms = 0;
   slot.text = TextStream(p.stop);
   slot.reasoning.reset();
   if (p.split_reasoning) slot.reasoning.emplace(p.reasoning_open);
@@ -426,9 +436,11 @@ void Generator::handle_token(Slot& s, std::span<const float> logits) {
     return;
   }
   SampleLogprobs lp;
+  const double t0 = thread_cpu_ms();
   const TokenId tok = s.sampler->sample(logits, p.top_logprobs >= 0 ? &lp : nullptr,
                                         std::max(p.top_logprobs, 0));
   s.sampler->accept(tok);
+  s.sample_ms += thread_cpu_ms() - t0;
   ++s.n_gen;
   s.request->generated_.store(s.n_gen);
   if (p.top_logprobs >= 0) {
@@ -503,6 +515,7 @@ void Generator::finish(Slot& s, FinishReason reason, const std::string& error) {
   e.prompt_ms = ms_between(s.start, started ? s.first_token : now);
   e.gen_ms = started ? ms_between(s.first_token, now) : 0.0;
   e.seed = s.sampler->seed();
+  e.sample_ms = s.sample_ms;
   {
     std::lock_guard lock(mutex_);
     metrics_.prompt_tokens += static_cast<uint64_t>(
