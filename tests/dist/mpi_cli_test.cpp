@@ -4,8 +4,16 @@
 // that runs in one process only. Each ends every rank with one message.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <regex>
 #include <string>
+#include <thread>
 
 #include "tools/run_command.h"
 
@@ -64,7 +72,7 @@ TEST_P(MpiRun, PerplexityEqualsOneProcess) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MpiRun, ::testing::Values(2, 3),
-                         [](const auto& info) { return "np" + std::to_string(info.param); });
+                         [](const auto& p) { return "np" + std::to_string(p.param); });
 
 TEST(MpiFaults, OneRankIsTheSameAsNoMpi) {
   const std::string args = "run -m " + stories() + " -p 'Once upon a time' -n 12 --temp 0";
@@ -132,6 +140,50 @@ TEST(MpiFaults, AFrontErrorBeforeLoadingEndsTheJob) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count(r.err, "tessera: error:"), 1u) << r.err;
   EXPECT_NE(r.err.find("/nonexistent/prompt.txt"), std::string::npos) << r.err;
+}
+
+// The pid of the process whose command line holds `marker` and whose
+// environment says it is MPI rank `rank`, or 0.
+pid_t find_rank(const std::string& marker, int rank) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto slurp = [&](const char* what) {
+      std::ifstream in(entry.path() / what, std::ios::binary);
+      return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string cmdline = slurp("cmdline");
+    if (cmdline.find(marker) == std::string::npos || cmdline.find("mpirun") != std::string::npos) continue;
+    const std::string env = slurp("environ");
+    for (size_t at = 0; at < env.size(); at = env.find('\0', at) + 1) {
+      if (env.compare(at, want.size() + 1, want + '\0') == 0) return std::stoi(name);
+      if (env.find('\0', at) == std::string::npos) break;
+    }
+  }
+  return 0;
+}
+
+TEST(MpiFaults, ARankKilledMidRunEndsTheJob) {
+  // A generation that would take minutes (64k cells, no end of text), on 2
+  // ranks; rank 1 is killed as soon as it exists. ctest's timeout guards a hang.
+  const std::string marker = "killed-rank-test-" + std::to_string(::getpid());
+  CommandResult r;
+  std::thread job([&] {
+    r = run_command(mpirun(2, "run -m " + stories() + " -p '" + marker +
+                                  "' -n 1000000 --ignore-eos -c 65536 --temp 0 --no-display-prompt"));
+  });
+  pid_t pid = 0;
+  for (int i = 0; i < 600 && pid == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    pid = find_rank(marker, 1);
+  }
+  ASSERT_NE(pid, 0) << "rank 1 never started";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // past loading, most likely
+  ::kill(pid, SIGKILL);
+  job.join();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(std::regex_search(r.err, std::regex(R"(rank 1 .*on node \S+ exited on signal 9)"))) << r.err;
 }
 
 }  // namespace

@@ -85,6 +85,12 @@ struct Output {
 };
 
 int run(const RunFlags& f) {
+  if (f.sampling.print_grammar) {
+    const std::string g = grammar_text(f.sampling);
+    if (g.empty()) fail(ErrorCategory::kInvalidArgument, "[--print-grammar] give --grammar, --grammar-file, -j or --json-schema-file");
+    fmt::print("{}", g);
+    return 0;
+  }
   const InterruptScope interrupt;
   std::string prompt = f.prompt;
   if (!f.file.empty()) prompt = read_file(f.file);
@@ -148,6 +154,11 @@ int run(const RunFlags& f) {
   fmt::print(stderr, "{:<10} {:9.2f} ms of CPU choosing tokens ({:.1f} us a token)\n", "sampling", sample_ms,
              generated > 0 ? 1000.0 * sample_ms / double(generated) : 0.0);
   fmt::print(stderr, "{:<10} {}\n", "seed", seeds);
+  if (const auto& pipeline = lm.model->pipeline(); pipeline != nullptr && pipeline->size() > 1) {
+    fmt::print(stderr, "{:<10} rank 0 sent {} bytes to rank 1 ({:.0f} per token decoded)\n",
+               "pipeline", pipeline->bytes_sent(),
+               double(pipeline->bytes_sent()) / double(std::max<int64_t>(generated + tokens.size(), 1)));
+  }
   if (g_interrupted) fmt::print(stderr, "interrupted\n");
   return g_interrupted ? 130 : 0;
 }
