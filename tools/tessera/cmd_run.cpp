@@ -191,7 +191,7 @@ Runner add_run(CLI::App& app, const MpiWorld& world) {
   add_sampling_flags(*cmd, f->sampling, "sequence i of -np uses seed + i");
   return [f, p, file]() {
     if (is_worker(f->model)) return serve_stage(f->model);
-    if (p->count() == 0 && file->count() == 0) {
+    if (p->count() == 0 && file->count() == 0 && !f->sampling.print_grammar) {
       fail(ErrorCategory::kInvalidArgument, "[run] give a prompt with -p TEXT or -f FILE");
     }
     return run(*f);

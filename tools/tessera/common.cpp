@@ -219,11 +219,11 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& f, const std::string& seed
                            "'{\"type\": \"object\"}'); unsupported keywords are errors")->excludes(g)->excludes(gf);
   cmd.add_option("--json-schema-file", f.json_schema_file, "File with a JSON schema")
       ->excludes(g)->excludes(gf)->excludes(j);
+  cmd.add_flag("--print-grammar", f.print_grammar,
+               "Print the GBNF grammar of --grammar(-file) or the JSON schema (-j) and exit (no model is loaded)");
 }
 
-serving::GenerationParams generation_params(const SamplingFlags& f, int i, int64_t n_predict,
-                                            int64_t room, const Tokenizer& tokenizer) {
-  serving::GenerationParams p;
+std::string grammar_text(const SamplingFlags& f, std::string* flag_out) {
   auto read = [](const std::string& flag, const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     if (!in) fail(ErrorCategory::kIo, "[{} {}] cannot read the file", flag, path);
@@ -243,6 +243,15 @@ serving::GenerationParams generation_params(const SamplingFlags& f, int i, int64
       fail(ErrorCategory::kInvalidArgument, "[{}] {}", flag, e.what());
     }
   }
+  if (flag_out != nullptr) *flag_out = flag;
+  return text;
+}
+
+serving::GenerationParams generation_params(const SamplingFlags& f, int i, int64_t n_predict,
+                                            int64_t room, const Tokenizer& tokenizer) {
+  serving::GenerationParams p;
+  std::string flag;
+  const std::string text = grammar_text(f, &flag);
   if (!flag.empty()) {
     try {
       p.masks = grammar::masks(grammar::Grammar::parse(text), tokenizer);

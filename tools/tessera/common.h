@@ -80,6 +80,7 @@ struct SamplingFlags {
   std::string grammar_file;  // --grammar-file
   std::string json_schema;       // -j/--json-schema
   std::string json_schema_file;  // --json-schema-file
+  bool print_grammar = false;    // --print-grammar
 };
 // `seed_help` says how the seed is used (e.g. "turn i uses seed + i").
 void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags, const std::string& seed_help);
@@ -90,6 +91,9 @@ void add_sampling_flags(CLI::App& cmd, SamplingFlags& flags, const std::string& 
 // names the flag, the line and the column).
 serving::GenerationParams generation_params(const SamplingFlags& flags, int i, int64_t n_predict,
                                             int64_t room, const Tokenizer& tokenizer);
+// The GBNF text --grammar, --grammar-file, -j or --json-schema-file give
+// (empty: none); `flag` gets the flag's name for messages.
+std::string grammar_text(const SamplingFlags& flags, std::string* flag = nullptr);
 
 // Milliseconds since `start`.
 inline double ms_since(std::chrono::steady_clock::time_point start) {
