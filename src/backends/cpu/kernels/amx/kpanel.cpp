@@ -197,6 +197,10 @@ struct K16Low {
   static constexpr int kSub = 16, kSubK = 16, kPairs = 8;
   static constexpr size_t kScaleBytes = kQ3 ? 2 : 4, kQuantBytes = kQ3 ? 108 : 80;
   static constexpr bool kDmin = !kQ3;
+  // A sub-block's C within int16 (Q3_K <= 16 * 7 * 128, Q2_K <= 16 * 3 * 128):
+  // sc[p] holds the scales of sub-blocks 4 (p / 2) + p % 2 and that + 2 as
+  // int16 pairs, for column_tile's vpdpwssd.
+  static constexpr bool kNarrow = true;
   using U = Unpacked<kSub, kPairs>;
   static void unpack(const uint8_t*, const uint8_t* q, U& u) {
     const __m512i m3 = _mm512_set1_epi32(0x03030303), m4 = _mm512_set1_epi32(0x0F0F0F0F);
@@ -212,21 +216,18 @@ struct K16Low {
                           _mm512_and_si512(s2, m30)),
           _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(s1, 4), m4),
                           _mm512_and_si512(_mm512_srli_epi16(s2, 2), m30))};
-      for (int g = 0; g < 4; ++g) {
+      for (int g = 0; g < 4; ++g) {  // the scales as int16 pairs serve both
         const __m512i v = _mm512_sub_epi8(scv[g], k32);
-        for (int i = 0; i < 4; ++i) {
-          u.sc[4 * g + i] =
-              _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24);
-        }
-        u.pairs[2 * g] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
-        u.pairs[2 * g + 1] = _mm512_srai_epi16(v, 8);
+        u.pairs[2 * g] = u.sc[2 * g] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
+        u.pairs[2 * g + 1] = u.sc[2 * g + 1] = _mm512_srai_epi16(v, 8);
       }
     } else {  // sc low nibbles, m high (as int16 pairs, Q6_K's order)
       const __m512i lo16 = _mm512_set1_epi32(0x000F000F);
       for (int g = 0; g < 4; ++g) {
         const __m512i v = load(q + 64 * g);
         const __m512i sc = _mm512_and_si512(v, m4);
-        for (int i = 0; i < 4; ++i) u.sc[4 * g + i] = byte_u(sc, i);
+        u.sc[2 * g] = _mm512_and_si512(sc, _mm512_set1_epi32(0x00FF00FF));
+        u.sc[2 * g + 1] = _mm512_srli_epi16(sc, 8);
         const __m512i m = _mm512_srli_epi16(v, 4);
         u.pairs[2 * g] = _mm512_and_si512(m, lo16);
         u.pairs[2 * g + 1] = _mm512_and_si512(_mm512_srli_epi16(m, 8), lo16);
@@ -319,6 +320,16 @@ struct IQ4XS {
   }
 };
 
+// Whether Fmt's sub-block sums fit int16 and its sc holds int16 scale pairs.
+template <class Fmt>
+constexpr bool narrow() {
+  if constexpr (requires { Fmt::kNarrow; }) {
+    return Fmt::kNarrow;
+  } else {
+    return false;
+  }
+}
+
 // Sub-block s of block b for one column tile into C tile `C`.
 #define TILE_SUB_DOT(C, A, B, s)                                                   \
   do {                                                                             \
@@ -362,9 +373,19 @@ void column_tile(const uint8_t* scales, const typename Fmt::U* unpacked, int64_t
     for (int j = 0; j < kTile; ++j) {
       if (!kFull && j >= n) break;
       __m512i isum = _mm512_setzero_si512();
-      for (int s = 0; s < Fmt::kSub; ++s) {
-        isum = _mm512_add_epi32(isum,
-                                _mm512_mullo_epi32(_mm512_load_si512(c[s] + kTile * j), u.sc[s]));
+      if constexpr (narrow<Fmt>()) {  // two sub-blocks' C as one int16 pair vector
+        for (int p = 0; p < Fmt::kSub / 2; ++p) {
+          const int s = 4 * (p / 2) + p % 2;
+          const __m512i ab = _mm512_mask_blend_epi16(
+              0xAAAAAAAA, _mm512_load_si512(c[s] + kTile * j),
+              _mm512_slli_epi32(_mm512_load_si512(c[s + 2] + kTile * j), 16));
+          isum = _mm512_dpwssd_epi32(isum, ab, u.sc[p]);
+        }
+      } else {
+        for (int s = 0; s < Fmt::kSub; ++s) {
+          isum = _mm512_add_epi32(
+              isum, _mm512_mullo_epi32(_mm512_load_si512(c[s] + kTile * j), u.sc[s]));
+        }
       }
       __m512i corr = _mm512_setzero_si512();
       for (int p = 0; p < Fmt::kPairs; ++p) {

@@ -1,9 +1,10 @@
-// avx2 tier: Q4_K / Q5_K / Q6_K panels (x86/kpanels.h) with maddubs: a ymm is half
-// a 64-byte group (8 rows x 4 k). A sub-block's byte products add up in
-// 16-bit lanes while they stay exact (Q4_K: 8 groups, |sum| <= 8 * 2 * 15 *
-// 128 = 30720; Q5_K: 4 groups, <= 4 * 2 * 31 * 128 = 31744; Q6_K: 2 groups, <= 2 * 2 * 63 * 128 =
-// 32256), then one vpmaddwd by the scale (in both halves of each 32-bit lane) widens and scales
-// them at once.
+// avx2 tier: Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS panels (x86/kpanels.h)
+// with maddubs: a ymm is half a 64-byte group (8 rows x 4 k). A sub-block's
+// byte products add up in 16-bit lanes while they stay exact (Q4_K: 8 groups,
+// |sum| <= 8 * 2 * 15 * 128 = 30720; Q5_K: 4 groups, <= 4 * 2 * 31 * 128 =
+// 31744; Q6_K: 2 groups, <= 2 * 2 * 63 * 128 = 32256; Q3_K, Q2_K: 4 groups,
+// <= 4 * 2 * 7 * 128 = 7168, <= 3072), then one vpmaddwd by the scale (in
+// both halves of each 32-bit lane) widens and scales them at once.
 #include <immintrin.h>
 
 #include <cstring>
@@ -78,6 +79,7 @@ struct KVec256 {
   static I load_u16(const uint8_t* p) {
     return _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
   }
+  static constexpr bool kPairEnd = false;  // sums in int16 pairs: no room to pack two
   static Scale scale(I v) {  // v in int16 range
     return _mm256_or_si256(_mm256_and_si256(v, set1(0xFFFF)), _mm256_slli_epi32(v, 16));
   }

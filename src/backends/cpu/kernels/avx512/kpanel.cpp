@@ -1,7 +1,8 @@
-// avx512 tier: Q4_K / Q5_K / Q6_K panels (x86/kpanels.h) with zmm vpdpbusd: one
-// zmm is a 64-byte group (16 rows x 4 k), a sub-block's dots sum exactly in
-// 32-bit lanes and take their scale with one vpmulld; mins and Q6_K's offset
-// are int16 pair products (vpdpwssd).
+// avx512 tier: Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS panels (x86/kpanels.h)
+// with zmm vpdpbusd: one zmm is a 64-byte group (16 rows x 4 k), a sub-block's
+// dots sum exactly in 32-bit lanes and take their scale with one vpmulld (Q2_K,
+// Q3_K: two sub-blocks per vpdpwssd, end_pair); mins and offsets are int16 pair
+// products (vpdpwssd).
 #include "backends/cpu/kernels/avx512/intrin.h"
 
 #include <cstring>
@@ -76,6 +77,13 @@ struct KVec512 {
   static I mul32(I a, I b) { return _mm512_mullo_epi32(a, b); }
   static I load_u16(const uint8_t* p) {
     return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static constexpr bool kPairEnd = true;
+  // isum + a sc_a + b sc_b, a and b 32-bit sums within int16 packed as one
+  // pair (b into the high halves), sp the int16 pairs (sc_a, sc_b).
+  static I end_pair(I isum, Acc a, Acc b, I sp) {
+    const I ab = _mm512_mask_blend_epi16(0xAAAAAAAA, a, _mm512_slli_epi32(b, 16));
+    return _mm512_dpwssd_epi32(isum, ab, sp);
   }
   static Scale scale(I v) { return v; }
   static I end(Acc acc, Scale s) { return _mm512_mullo_epi32(acc, s); }

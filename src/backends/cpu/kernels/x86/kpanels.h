@@ -206,6 +206,7 @@ struct Q6KBytes {  // ql[128] (groups 0-31), qh[64] (32-47), int8 scales[16] (48
   static constexpr size_t kQuantBytes = 208;
   static constexpr bool kSigned = true, kMins = false;
   static constexpr int kOffsetShift = 5;
+  static constexpr bool kNarrow = false;      // |D_s| <= 16 * 63 * 128 > 2^15
   static constexpr int kChain = V::kQ6Chain;  // groups of 4 per dot chain (exact in its type)
   using I = typename V::I;
   template <bool kPf>
@@ -239,6 +240,7 @@ struct Q3KBytes {
   static constexpr size_t kQuantBytes = 108;
   static constexpr bool kSigned = true, kMins = false;
   static constexpr int kOffsetShift = 2;
+  static constexpr bool kNarrow = true;  // |D_s| <= 14336
   // A whole sub-block per chain: avx2's int16 pairs sum 4 groups to
   // <= 4 * 2 * 7 * 128 = 7168.
   static constexpr int kChain = 4;
@@ -284,6 +286,7 @@ struct Q2KBytes {
   static constexpr size_t kQuantBytes = 80;
   static constexpr bool kSigned = false, kMins = true;
   static constexpr int kOffsetShift = 0;
+  static constexpr bool kNarrow = true;  // |D_s| <= 6144
   static constexpr int kChain = 4;  // avx2: 4 * 2 * 3 * 128 = 3072
   using I = typename V::I;
   template <bool kPf>
@@ -321,6 +324,11 @@ struct K16Panel {
   using I = typename V::I;
   using F = typename V::F;
 
+  // Where V sums a whole sub-block in 32-bit lanes and W's |D_s| fits int16
+  // (Q3_K <= 14336, Q2_K <= 6144): two sub-blocks' D packed as an int16 pair
+  // take their scales with one vpdpwssd (V::end_pair), not two vpmulld.
+  static constexpr bool kPairEnd = V::kPairEnd && W::kNarrow && W::kChain == 4;
+
   template <int kHh, int C, bool kPf>
   [[gnu::always_inline]] static void half(const uint8_t* q, int h, const block_q8_K* const* xb,
                                           const I (&scv)[4], I* isum) {
@@ -340,11 +348,27 @@ struct K16Panel {
           }
         }
       }
-      for (int g = 0; g < 4; ++g) {
-        const int sb = 8 * kHh + 2 * g + t0 / 4;  // sub-block of 16
-        const I b = W::kSigned ? V::byte_s(scv[sb / 4], sb % 4) : V::byte_u(scv[sb / 4], sb % 4);
-        const auto sc = V::scale(b);
-        for (int c = 0; c < C; ++c) isum[c] = V::add32(isum[c], V::end(dg[c][g], sc));
+      if constexpr (kPairEnd) {
+        // w[2 gp], w[2 gp + 1] meet sub-blocks 4 G + i and 4 G + i + 2 (G = 2 hh + gp,
+        // i = t0 / 4): their scales are bytes i and i + 2 of scv[G], one int16 pair.
+        for (int gp = 0; gp < 2; ++gp) {
+          const I sv = scv[2 * kHh + gp];
+          const I sp = t0 == 0 ? (W::kSigned ? V::template srai16<8>(V::template slli16<8>(sv))
+                                             : V::and_(sv, V::set1(0x00FF00FF)))
+                               : (W::kSigned ? V::template srai16<8>(sv)
+                                             : V::template srli16<8>(sv));
+          for (int c = 0; c < C; ++c) {
+            isum[c] = V::end_pair(isum[c], dg[c][2 * gp], dg[c][2 * gp + 1], sp);
+          }
+        }
+      } else {
+        for (int g = 0; g < 4; ++g) {
+          const int sb = 8 * kHh + 2 * g + t0 / 4;  // sub-block of 16
+          const I b =
+              W::kSigned ? V::byte_s(scv[sb / 4], sb % 4) : V::byte_u(scv[sb / 4], sb % 4);
+          const auto sc = V::scale(b);
+          for (int c = 0; c < C; ++c) isum[c] = V::add32(isum[c], V::end(dg[c][g], sc));
+        }
       }
     }
   }
