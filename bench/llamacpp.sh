@@ -10,7 +10,9 @@
 #   bench/llamacpp.sh            # Q4_0 Q8_0 F16 and the K / IQ4 mixes, threads 1,2, depths 0,2048
 #
 # Knobs (environment): SHAPE, TYPES, THREADS, DEPTHS, REPS, CACHE as run.sh;
-# NLC_VERSION (3.22.1).
+# NLC_VERSION (3.22.1); SHM=0 to time llama.cpp on the file where it lies
+# (its mmap then competes with the page cache, which these machines reclaim
+# hard: decode can re-read weights from disk).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,6 +23,8 @@ DEPTHS="${DEPTHS:-0,2048}"
 REPS="${REPS:-3}"
 CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
 NLC_VERSION="${NLC_VERSION:-3.22.1}"
+SHM="${SHM:-1}"  # 1: time llama.cpp on a copy of the file in /dev/shm (its mmap stays resident)
+trap 'rm -f "/dev/shm/tessera-llamacpp-$$.gguf"' EXIT
 
 source "$here/bench/llamacpp_fetch.sh"
 exe="$lib/llamacpp_bench"
@@ -40,9 +44,17 @@ for type in $TYPES; do
     echo "bench/llamacpp.sh: $model not found; run bench/run.sh first" >&2
     exit 1
   fi
+  # llama.cpp maps the file; on tmpfs its pages are memory that the page
+  # cache cannot drop mid-run (tessera copies weights to anonymous memory).
+  timed="$model"
+  if [[ "$SHM" == 1 ]]; then
+    timed="/dev/shm/tessera-llamacpp-$$.gguf"
+    cp "$model" "$timed"
+  fi
   for t in ${THREADS//,/ }; do
     for d in ${DEPTHS//,/ }; do
-      row="$("$exe" "$model" "$t" "$d" "$REPS" "$bins" 2>"$lib/last.log")" || {
+      row="$("$exe" "$timed" "$t" "$d" "$REPS" "$bins" 2>"$lib/last.log")" || {
+        [[ "$timed" == "$model" ]] || rm -f "$timed"
         echo "bench/llamacpp.sh: llama.cpp failed on $model (see $lib/last.log)" >&2
         exit 1
       }
@@ -50,6 +62,7 @@ for type in $TYPES; do
       echo "| $SHAPE $type | $t | $d | $ppm ± $pps | $tgm ± $tgs |"
     done
   done
+  [[ "$timed" == "$model" ]] || rm -f "$timed"
   backend="$(grep -m1 -o 'loaded CPU backend from .*' "$lib/last.log" | sed 's|.*/||' || true)"
   echo "<!-- $type: llama.cpp's CPU variant: ${backend:-?} -->"
 done
