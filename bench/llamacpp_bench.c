@@ -1,11 +1,8 @@
 // llama.cpp's speed on this machine, timed as `tessera bench` times itself,
 // for bench/llamacpp.sh: a same-machine baseline for the ratios in issue 9.
 // It links the prebuilt libllama that node-llama-cpp publishes on npm (the
-// only llama.cpp build these machines can fetch), so it declares the few
-// llama.h entry points it calls itself, from the public C API of the
-// llama.cpp that node-llama-cpp 3.22.1 bundles. Parameter structs are
-// passed as oversized opaque blocks; only their leading fields, whose
-// layout has been stable across releases, are written.
+// only llama.cpp build these machines can fetch), through the entry points
+// bench/llamacpp_api.h declares.
 //
 //   llamacpp_bench MODEL THREADS DEPTH REPS BACKEND_DIR
 // prints one line: pp512 and tg128 (after DEPTH tokens in the cache) as
@@ -18,33 +15,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-typedef int32_t llama_token;
-struct llama_batch {
-  int32_t n_tokens;
-  llama_token* token;
-  float* embd;
-  int32_t* pos;
-  int32_t* n_seq_id;
-  int32_t** seq_id;
-  int8_t* logits;
-};
-struct opaque_params {  // larger than llama_model_params / llama_context_params
-  _Alignas(8) unsigned char bytes[1024];
-};
-struct opaque_params llama_model_default_params(void);
-struct opaque_params llama_context_default_params(void);
-void* llama_model_load_from_file(const char* path, struct opaque_params params);
-void* llama_init_from_model(void* model, struct opaque_params params);
-void llama_set_n_threads(void* ctx, int32_t n_threads, int32_t n_threads_batch);
-struct llama_batch llama_batch_get_one(llama_token* tokens, int32_t n_tokens);
-int32_t llama_decode(void* ctx, struct llama_batch batch);
-void* llama_get_memory(void* ctx);
-void llama_memory_clear(void* mem, _Bool data);
-void llama_synchronize(void* ctx);
-void llama_free(void* ctx);
-void llama_model_free(void* model);
-void llama_backend_init(void);
-void ggml_backend_load_all_from_path(const char* dir);
+#include "llamacpp_api.h"
 
 enum { kPrompt = 512, kGen = 128, kMaxReps = 64, kTokens = 8192 };
 
