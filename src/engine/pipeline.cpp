@@ -61,7 +61,8 @@ class Reader {
     const auto n = get<uint64_t>();
     if (n > in_.size() / sizeof(T)) short_message();
     out.resize(static_cast<size_t>(n));
-    std::memcpy(out.data(), take(static_cast<size_t>(n) * sizeof(T)), out.size() * sizeof(T));
+    const std::byte* p = take(static_cast<size_t>(n) * sizeof(T));
+    if (n > 0) std::memcpy(out.data(), p, out.size() * sizeof(T));  // an empty vector's data() may be null
   }
   std::string get_text() {
     std::vector<char> c;
@@ -232,7 +233,7 @@ void Pipeline::await_reply(std::span<float> out) {
     fail(ErrorCategory::kDevice, "[pipeline] rank {} sent {} output floats, expected {}", last, n,
          out.size());
   }
-  std::memcpy(out.data(), reply_.data() + r.position(), out.size_bytes());
+  if (!out.empty()) std::memcpy(out.data(), reply_.data() + r.position(), out.size_bytes());
 }
 
 uint32_t Pipeline::open(const ContextOptions& o) {

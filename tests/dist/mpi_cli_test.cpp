@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -19,6 +20,17 @@
 
 namespace tessera::testing {
 namespace {
+
+// Open MPI keeps allocations past MPI_Finalize. Under LeakSanitizer the
+// processes this test starts (inheriting the environment) take the
+// suppressions for it, with full stacks so frames inside its plugins match.
+const bool kLsanOptions = [] {
+  setenv("LSAN_OPTIONS",
+         "suppressions=" TESSERA_SOURCE_DIR "/tests/dist/lsan_openmpi.supp:print_suppressions=0:"
+         "fast_unwind_on_malloc=0",
+         /*overwrite=*/0);
+  return true;
+}();
 
 std::string tessera(const std::string& args) { return std::string(TESSERA_BIN) + " " + args; }
 // Open MPI as CI runs it: as root, more ranks than cores.
