@@ -84,6 +84,13 @@ struct GenerationParams {
   std::optional<Tools> tools;
 };
 
+// A request's tools into its parameters, as the server and the Node package
+// take them: `p.tools` set to parse the output when calls are allowed, and
+// `grammar` (the request's own grammar / schema, if any) becomes the one the
+// tools force when they force one. Throws Error(kInvalidArgument) when both
+// would constrain the output, or a tool's schema cannot be a grammar.
+void use_tools(const ToolRequest& r, GenerationParams& p, std::optional<std::string>& grammar);
+
 struct TokenProb {
   TokenId id;
   std::string text;

@@ -9,6 +9,7 @@
 
 #include "tessera/error.h"
 #include "tessera/grammar.h"
+#include "tessera/serving.h"
 
 namespace tessera::serving {
 namespace {
@@ -338,6 +339,20 @@ std::optional<std::string> tool_grammar(const ToolRequest& r) {
   if (!g.starts_with("root ::= ")) fail(ErrorCategory::kInternal, "unexpected grammar from the JSON schema");
   return fmt::format("root ::= (\"{}\" wrap-call \"{}\" ws){}\nwrap-call ::= {}", kHermesOpen, kHermesClose,
                      r.parallel ? "+" : "", g.substr(9));
+}
+
+void use_tools(const ToolRequest& r, GenerationParams& p, std::optional<std::string>& grammar) {
+  if (!r.active()) return;
+  if (std::optional<std::string> forced = tool_grammar(r)) {
+    if (grammar) {
+      bad("'grammar', 'json_schema' and 'response_format' cannot be combined with 'tools' here "
+          "(tool_choice required or a named function, or a template without tool calls of its own)");
+    }
+    grammar = std::move(forced);
+  }
+  GenerationParams::Tools t{.format = r.format, .forced = r.forced(), .tool_names = {}};
+  for (const ordered_json& tool : r.tools) t.tool_names.push_back(tool["function"]["name"].get<std::string>());
+  p.tools = std::move(t);
 }
 
 std::vector<std::string> tool_markers(ToolFormat f) {

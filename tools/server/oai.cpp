@@ -320,21 +320,12 @@ CompletionRequest parse_completion(const ojson& body, bool chat, const Tokenizer
   } catch (const Error& e) {
     bad_request("{}", e.what());
   }
-  if (tools && tools->active()) {
-    std::optional<std::string> forced;
+  if (tools) {
     try {
-      forced = serving::tool_grammar(*tools);
+      serving::use_tools(*tools, r.params, g);
     } catch (const Error& e) {
       bad_request("{}", e.what());
     }
-    if (forced && g) {
-      bad_request("'grammar', 'json_schema' and 'response_format' cannot be combined with 'tools' here "
-                  "(tool_choice required or a named function, or a template without tool calls of its own)");
-    }
-    if (forced) g = std::move(forced);
-    serving::GenerationParams::Tools t{.format = tools->format, .forced = tools->forced(), .tool_names = {}};
-    for (const ojson& tool : tools->tools) t.tool_names.push_back(tool["function"]["name"].get<std::string>());
-    r.params.tools = std::move(t);
   }
   if (g) {
     std::shared_ptr<const grammar::Grammar> parsed;

@@ -465,17 +465,7 @@ Napi::Value NativeContext::Completion(const Napi::CallbackInfo& info) {
         const serving::ChatRenderer& chat = s->renderer(prompt.chat_template);
         if (std::optional<serving::ToolRequest> t = serving::parse_tool_request(fields, chat.tool_format());
             t && t->active()) {
-          if (std::optional<std::string> forced = serving::tool_grammar(*t)) {
-            if (g) {
-              throw Napi::Error::New(env, "options 'grammar', 'json_schema' and 'response_format' cannot be "
-                                          "combined with 'tools' here (tool_choice required or a named function, "
-                                          "or a template without tool calls of its own)");
-            }
-            g = std::move(forced);
-          }
-          serving::GenerationParams::Tools parse{.format = t->format, .forced = t->forced(), .tool_names = {}};
-          for (const auto& tool : t->tools) parse.tool_names.push_back(tool["function"]["name"].get<std::string>());
-          params.tools = std::move(parse);
+          serving::use_tools(*t, params, g);
           prompt.tools = t->tools;
         }
       } catch (const Error& e) {
