@@ -3,7 +3,7 @@
 // few graph ops; an architecture's file strings them together.
 #pragma once
 
-#include <ranges>
+#include <cstddef>
 
 #include "tessera/model.h"
 #include "tessera/ops.h"
@@ -24,9 +24,26 @@ Tensor* embed(Graph& g, const Model& model, const GraphInputs& in);
 
 // The layers the model holds, for a builder's loop: every layer, or on a
 // pipeline stage its layer_range().
-inline auto held_layers(const Model& model) {
+// (A plain index range: clang 14, which the fuzz build uses, cannot
+// instantiate libstdc++ 12's std::views::iota.)
+struct IndexRange {
+  struct iterator {
+    size_t i;
+    size_t operator*() const { return i; }
+    iterator& operator++() {
+      ++i;
+      return *this;
+    }
+    bool operator!=(const iterator& o) const { return i != o.i; }
+  };
+  size_t first, last;
+  iterator begin() const { return {first}; }
+  iterator end() const { return {last}; }
+};
+
+inline IndexRange held_layers(const Model& model) {
   const LayerRange& r = model.layer_range();
-  return std::views::iota(static_cast<size_t>(r.begin), static_cast<size_t>(r.end));
+  return {static_cast<size_t>(r.begin), static_cast<size_t>(r.end)};
 }
 
 // A graph's first hidden state [n_embd, n_tokens]: the token embeddings

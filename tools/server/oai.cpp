@@ -120,7 +120,7 @@ void refuse_unimplemented(const ojson& body) {
     }
   }
   if (const auto it = body.find("modalities"); it != body.end() && !it->is_null() &&
-                                               *it != json::array({"text"})) {
+                                               *it != ojson::array({"text"})) {
     bad_request("'modalities' other than [\"text\"] is not supported");
   }
   if (integer(body, "best_of", 1, 1 << 20, 1) != 1) bad_request("'best_of' must be 1");
