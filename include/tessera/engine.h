@@ -11,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/batch.h"
@@ -44,6 +45,25 @@ class Context {
   // sequence or of a sequence id >= kMaxSequences, or a full cache (naming
   // the sequences and the cells asked); the cache is then as before the call.
   void decode(const Batch& batch);
+  // decode() in two halves, for batches in flight on a pipeline: submit()
+  // claims the batch's cells and runs it as far as this process goes (on
+  // the front of a pipeline its own layers, the rest sent down the chain
+  // without waiting); collect() waits for the oldest batch submitted and
+  // makes its logits the ones logits(i) reads. Every rank runs the batches
+  // in the order submitted, so a batch sees the cells of those before it,
+  // and the cache may change in between (seq_rm, seq_cp act on the batches
+  // submitted after). A batch submit() refuses is not in flight (errors as
+  // decode's); one that fails on another rank throws from its collect(),
+  // its cells released. Without a pipeline submit() runs the whole batch.
+  // A K shift (seq_add) waits until no batch is in flight.
+  void submit(const Batch& batch);
+  void collect();
+  // Batches submitted and not yet collected.
+  size_t in_flight() const;
+  // Ranks a batch goes through: 1, or the size of the pipeline this
+  // context is the front of. Keeping that many batches in flight keeps
+  // every rank busy.
+  int pipeline_depth() const;
   // Logits (n_vocab floats) of token i of the last batch; it must have asked.
   // With options.embeddings: its hidden state (n_embd floats) instead.
   std::span<const float> logits(size_t i) const;
@@ -92,8 +112,18 @@ class Context {
  private:
   struct Plan;
   Plan& plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out);
-  void run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row);
-  void fill_inputs(const Batch& batch, size_t begin, size_t end);
+  // A batch submitted: its logits (filled as the answers come), its cells,
+  // and its passes still to be answered (output row, rows asked).
+  struct Flight {
+    std::vector<float> logits;
+    std::vector<int32_t> logit_row;  // per batch token: row in logits, or -1
+    std::vector<int64_t> cells;
+    std::vector<std::pair<size_t, size_t>> passes;
+    bool ghost = false;  // submit() failed after sending part of it: answers to drop
+  };
+  int64_t pass_size(size_t n) const;
+  void run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row, Flight& f);
+  void fill_inputs(const Batch& batch, size_t begin, size_t end, std::span<const int64_t> cells);
   Plan& prepare(const PassInputs& p, std::span<const float> hidden);
   void read_output(const Plan& plan, const PassInputs& p, float* dst);
   void apply_shift();
@@ -112,7 +142,8 @@ class Context {
   // Reused from call to call: no allocation in a steady decode loop.
   std::vector<float> logits_;
   std::vector<int32_t> logit_row_;  // per batch token: row in logits_, or -1
-  std::vector<int64_t> cells_;      // claimed by the current call
+  std::vector<Flight> flights_;     // submitted, oldest first (a few: no ring needed)
+  std::vector<Flight> spare_;       // collected: their vectors reused
   std::vector<int32_t> i32_;
   PassInputs pass_;               // the current pass's inputs
   std::vector<float> hidden_;     // a stage's hidden state in or out

@@ -76,9 +76,16 @@ class Transport {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual const std::string& host() const = 0;  // this rank's host name
-  // Blocking, in order between two ranks. Throw Error(kDevice) on failure.
-  virtual void send(int to, std::span<const std::byte> message) = 0;
+  // send() queues `message` for rank `to` and returns without waiting for
+  // the receiver (the transport owns the bytes until they arrive): two ranks
+  // that send each other large messages at once must not deadlock, and a
+  // rank goes on computing while its last result travels. recv() blocks.
+  // Messages between two ranks arrive in the order sent. Both throw
+  // Error(kDevice) on failure.
+  virtual void send(int to, std::vector<std::byte> message) = 0;
   virtual void recv(int from, std::vector<std::byte>& message) = 0;
+  // Waits until every message sent has left this rank (before MPI ends).
+  virtual void flush() {}
   // Collective: every rank's `mine`, in rank order.
   virtual std::vector<std::string> all_gather(const std::string& mine) = 0;
 
@@ -122,11 +129,21 @@ class Pipeline {
   // Makes a context with `options` on every worker; returns its id.
   uint32_t open(const ContextOptions& options);
   void close(uint32_t context) noexcept;
-  // Runs `inputs` through ranks 1..last after rank 0's `hidden` ([n][n_embd]
-  // floats) and writes the last rank's output (n_out rows) to `out`.
+  // Sends `inputs` down ranks 1..last after rank 0's `hidden` ([n][n_embd]
+  // floats) and returns without waiting: several passes may be in flight,
+  // each rank running them in the order sent (micro-batches: rank 1 works on
+  // one while rank 0 computes the next).
+  void send_pass(uint32_t context, const PassInputs& inputs, std::span<const float> hidden);
+  // Waits for the answer to the oldest pass in flight and writes the last
+  // rank's output (inputs.n_out rows) to `out`; throws the error of a rank
+  // that failed it. Every pass sent gets one answer, output or error.
+  void receive_output(std::span<float> out);
+  size_t passes_in_flight() const { return in_flight_; }
+  // send_pass, then receive_output.
   void pass(uint32_t context, const PassInputs& inputs, std::span<const float> hidden,
             std::span<float> out);
-  // Rotates the workers' cached keys by `shifts` (one per cache row).
+  // Rotates the workers' cached keys by `shifts` (one per cache row). Open
+  // and shift wait for their answers, so no pass may be in flight.
   void shift(uint32_t context, std::span<const int32_t> shifts);
 
   // ---- the workers (rank > 0) ---------------------------------------------
@@ -135,7 +152,8 @@ class Pipeline {
   void serve(const Model& model);
 
  private:
-  void send_down(std::span<const std::byte> message);
+  void send_to(int to, std::vector<std::byte>&& message);
+  void send_down(std::vector<std::byte>&& message);
   void await_reply(std::span<float> out);
 
   Transport& transport_;
@@ -143,7 +161,8 @@ class Pipeline {
   bool started_ = false;
   uint32_t next_context_ = 1;
   uint64_t bytes_sent_ = 0;
-  std::vector<std::byte> message_, reply_;
+  size_t in_flight_ = 0;  // passes sent and not yet answered
+  std::vector<std::byte> reply_;
 };
 
 }  // namespace tessera

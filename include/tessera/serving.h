@@ -245,6 +245,10 @@ class Generator {
   void update_gauges();
   void assign(Slot& slot, std::shared_ptr<Request> request);
   bool deferred(const Request& r) const;
+  void check_sessions(const std::filesystem::path& path) const;
+  void collect(bool sample);
+  void drain();
+  void fail_all(const std::string& error);
   void handle_token(Slot& slot, std::span<const float> logits);
   void put_text(Slot& slot, std::string&& text, bool last);
   void finish(Slot& slot, FinishReason reason, const std::string& error = {});
@@ -260,6 +264,7 @@ class Generator {
   std::vector<TokenId> eog_tokens_;
   std::vector<std::unique_ptr<Slot>> slots_;
   Batch batch_;
+  std::deque<std::vector<Slot*>> flights_;  // the slots of each batch in flight, oldest first
 
   mutable std::mutex mutex_;  // queue_, stopping_, metrics_
   std::condition_variable cv_;

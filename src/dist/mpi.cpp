@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <deque>
 #include <thread>
 
 #include "tessera/error.h"
@@ -55,10 +56,38 @@ class MpiTransport final : public Transport {
   int size() const override { return size_; }
   const std::string& host() const override { return host_; }
 
-  void send(int to, std::span<const std::byte> message) override {
-    check(MPI_Send(message.data(), int_count(message.size(), "a message"), MPI_BYTE, to, kTag,
-                   MPI_COMM_WORLD),
-          "sending to", to);
+  ~MpiTransport() override {
+    try {
+      flush();
+    } catch (const std::exception&) {
+      // A peer is gone; mpirun reports it.
+    }
+  }
+
+  // MPI_Isend: the message stays in sends_ until MPI is done with it. A
+  // blocking MPI_Send of a message past the eager limit would wait for the
+  // receiver, and two ranks sending each other answers at once would wait
+  // for ever.
+  void send(int to, std::vector<std::byte> message) override {
+    reap();
+    Outgoing& o = sends_.emplace_back();
+    o.bytes = std::move(message);
+    o.to = to;
+    const int code = MPI_Isend(o.bytes.data(), int_count(o.bytes.size(), "a message"), MPI_BYTE, to,
+                               kTag, MPI_COMM_WORLD, &o.request);
+    if (code != MPI_SUCCESS) {
+      sends_.pop_back();
+      check(code, "sending to", to);
+    }
+  }
+
+  void flush() override {
+    auto nap = kFirstNap;
+    while (!sends_.empty()) {
+      if (reap()) continue;
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, kLongestNap);
+    }
   }
 
   // A blocking MPI_Probe spins on its core for as long as it waits: a rank
@@ -74,6 +103,7 @@ class MpiTransport final : public Transport {
     for (int arrived = 0;;) {
       check(MPI_Iprobe(from, kTag, MPI_COMM_WORLD, &arrived, &status), "waiting for", from);
       if (arrived) break;
+      reap();
       if (std::chrono::steady_clock::now() - start > kSpin) {
         std::this_thread::sleep_for(nap);
         nap = std::min(nap * 2, kLongestNap);
@@ -108,8 +138,31 @@ class MpiTransport final : public Transport {
   }
 
  private:
+  struct Outgoing {
+    std::vector<std::byte> bytes;
+    int to = 0;
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+
+  // Forgets the sends MPI has finished with (in order: MPI completes the
+  // sends to one rank in order, and a later one to another rank waits its
+  // turn here, which costs nothing but a little memory). True if any went.
+  bool reap() {
+    bool any = false;
+    while (!sends_.empty()) {
+      int done = 0;
+      Outgoing& o = sends_.front();
+      check(MPI_Test(&o.request, &done, MPI_STATUS_IGNORE), "sending to", o.to);
+      if (!done) break;
+      sends_.pop_front();
+      any = true;
+    }
+    return any;
+  }
+
   int rank_, size_;
   std::string host_;
+  std::deque<Outgoing> sends_;
 };
 
 }  // namespace
@@ -149,6 +202,7 @@ MpiWorld::MpiWorld(int& argc, char**& argv) : state_(std::make_unique<State>()) 
 }
 
 MpiWorld::~MpiWorld() {
+  state_->transport.reset();  // its last sends, before MPI ends
   if (state_->started) MPI_Finalize();
 }
 

@@ -21,7 +21,14 @@ constexpr int64_t kKvBucket = 256;
 constexpr size_t kMaxPlans = 16;
 constexpr double kBufferGrowth = 1.25;
 
+constexpr int64_t kMicroBatches = 4;  // per rank of a pipeline
+constexpr int64_t kMinMicroBatch = 32;
+
 int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
 
 // Token (and logits) counts: exact up to 8, then multiples of 8.
 int64_t token_bucket(int64_t n) { return n <= 8 ? n : round_up(n, 8); }
@@ -70,11 +77,29 @@ Context::Context(const Model& model, const ContextOptions& options)
 
 Context::~Context() {
   if (Pipeline* pipeline = front_pipeline(); pipeline != nullptr && pipeline_context_ != 0) {
+    // Every answer in flight is read before the context goes.
+    while (!flights_.empty()) {
+      try {
+        collect();
+      } catch (const std::exception&) {
+        // Its error was the batch's to report; the context is going.
+      }
+    }
     pipeline->close(pipeline_context_);
   }
 }
 
 // The pipeline whose front this context is (rank 0 of a split model), else null.
+size_t Context::in_flight() const {
+  return static_cast<size_t>(std::count_if(flights_.begin(), flights_.end(),
+                                           [](const Flight& f) { return !f.ghost; }));
+}
+
+int Context::pipeline_depth() const {
+  const Pipeline* p = front_pipeline();
+  return p == nullptr ? 1 : p->size();
+}
+
 Pipeline* Context::front_pipeline() const {
   Pipeline* p = model_.pipeline().get();
   return p != nullptr && p->is_front() && p->size() > 1 ? p : nullptr;
@@ -141,6 +166,28 @@ Context::Plan& Context::plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) 
 }
 
 void Context::decode(const Batch& batch) {
+  try {
+    submit(batch);
+  } catch (...) {
+    logit_row_.assign(batch.size(), -1);
+    throw;
+  }
+  collect();
+}
+
+// Tokens per pass of an n-token batch: n_batch; on the front of a pipeline
+// of S ranks, kMicroBatches * S micro-batches (at least kMinMicroBatch
+// tokens each), so that every rank has work: with M passes in flight the
+// ranks are busy M / (M + S - 1) of the time.
+int64_t Context::pass_size(size_t n) const {
+  const Pipeline* pipeline = front_pipeline();
+  if (pipeline == nullptr) return n_batch_;
+  const int64_t parts = kMicroBatches * pipeline->size();
+  const int64_t micro = std::max(kMinMicroBatch, (static_cast<int64_t>(n) + parts - 1) / parts);
+  return std::min(n_batch_, micro);
+}
+
+void Context::submit(const Batch& batch) {
   const size_t n = batch.size();
   if (n == 0) fail(ErrorCategory::kInvalidArgument, "[context] decode of an empty batch");
   if (const Pipeline* p = model_.pipeline().get(); p != nullptr && !p->is_front()) {
@@ -165,63 +212,111 @@ void Context::decode(const Batch& batch) {
     }
     n_logits += batch.want_logits[i] != 0 ? 1 : 0;
   }
-  logits_.resize(n_logits * static_cast<size_t>(output_width()));
-  logit_row_.assign(n, -1);
+  if (cache_->has_shift() && !flights_.empty()) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[context] a K shift (seq_add) waits for the {} batches in flight: collect them first",
+         flights_.size());
+  }
+  if (cache_->has_shift()) apply_shift();
+
+  Flight f;
+  if (!spare_.empty()) {
+    f = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  f.logits.resize(n_logits * static_cast<size_t>(output_width()));
+  f.logit_row.assign(n, -1);
+  f.passes.clear();
+  f.ghost = false;
   int32_t row = 0;
   for (size_t i = 0; i < n; ++i) {
-    if (batch.want_logits[i] != 0) logit_row_[i] = row++;
+    if (batch.want_logits[i] != 0) f.logit_row[i] = row++;
   }
-
-  // On failure, forget every cell this call claimed.
-  cells_.clear();
+  // Every token's cell first, so that one check says whether the batch
+  // fits; each pass's mask sees the cells of the passes before it (later
+  // positions are masked anyway). On failure, the cells are released.
+  f.cells.resize(n);
+  cache_->find_slot(batch, 0, n, f.cells);
   try {
-    if (cache_->has_shift()) apply_shift();
     size_t out_row = 0;
-    for (size_t begin = 0; begin < n; begin += static_cast<size_t>(n_batch_)) {
-      const size_t end = std::min(n, begin + static_cast<size_t>(n_batch_));
-      run_pass(batch, begin, end, out_row);
+    const auto step = static_cast<size_t>(pass_size(n));
+    for (size_t begin = 0; begin < n; begin += step) {
+      const size_t end = std::min(n, begin + step);
+      run_pass(batch, begin, end, out_row, f);
       for (size_t i = begin; i < end; ++i) out_row += batch.want_logits[i] != 0 ? 1 : 0;
     }
   } catch (...) {
-    cache_->release(cells_);
-    logit_row_.assign(n, -1);
+    cache_->release(f.cells);
+    if (!f.passes.empty()) {
+      // Part of the batch is on its way: its answers come before the next
+      // batch's, and collect() drops them.
+      f.ghost = true;
+      flights_.push_back(std::move(f));
+    }
     throw;
   }
+  flights_.push_back(std::move(f));
 }
 
-namespace {
-double us_between(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
-  return std::chrono::duration<double, std::micro>(b - a).count();
+void Context::collect() {
+  const auto t0 = std::chrono::steady_clock::now();
+  Pipeline* pipeline = front_pipeline();
+  // The answers to every pass of a flight, in order; the first error once
+  // all of them are in.
+  const auto answer = [&](Flight& f) -> std::exception_ptr {
+    std::exception_ptr error;
+    const auto w = static_cast<size_t>(output_width());
+    for (const auto& [out_row, n_out] : f.passes) {
+      try {
+        pipeline->receive_output(std::span(f.logits).subspan(out_row * w, n_out * w));
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    return error;
+  };
+  while (!flights_.empty() && flights_.front().ghost) {
+    answer(flights_.front());
+    spare_.push_back(std::move(flights_.front()));
+    flights_.erase(flights_.begin());
+  }
+  if (flights_.empty()) {
+    fail(ErrorCategory::kInvalidArgument, "[context] collect with no batch in flight");
+  }
+  Flight f = std::move(flights_.front());
+  flights_.erase(flights_.begin());
+  const std::exception_ptr error = f.passes.empty() ? nullptr : answer(f);
+  if (error) {
+    cache_->release(f.cells);
+    logit_row_.assign(f.logit_row.size(), -1);
+    spare_.push_back(std::move(f));
+    std::rethrow_exception(error);
+  }
+  std::swap(logits_, f.logits);
+  std::swap(logit_row_, f.logit_row);
+  spare_.push_back(std::move(f));
+  timings_.host_us += us_between(t0, std::chrono::steady_clock::now());
 }
-}  // namespace
 
-void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row) {
+void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row, Flight& f) {
   const auto t0 = std::chrono::steady_clock::now();
   const auto n = static_cast<int64_t>(end - begin);
-  const size_t first = cells_.size();
-  cells_.resize(first + static_cast<size_t>(n));
-  try {
-    cache_->find_slot(batch, begin, end, std::span(cells_).subspan(first));
-  } catch (...) {
-    cells_.resize(first);
-    throw;
-  }
-  fill_inputs(batch, begin, end);
+  fill_inputs(batch, begin, end, std::span<const int64_t>(f.cells).subspan(begin, end - begin));
   Plan& plan = prepare(pass_, {});
   last_plan_ = &plan;
 
   const auto t1 = std::chrono::steady_clock::now();
   scheduler_->compute(*plan.sched);
   const auto t2 = std::chrono::steady_clock::now();
-  float* dst = logits_.data() + out_row * static_cast<size_t>(output_width());
   if (Pipeline* pipeline = front_pipeline()) {
-    // This rank's layers are done: the rest of the model is on the others.
+    // This rank's layers are done: the rest of the model is on the others,
+    // and the answer is read by collect().
     hidden_.resize(static_cast<size_t>(n * model_.hparams().n_embd));
     read_output(plan, pass_, hidden_.data());
-    pipeline->pass(pipeline_context_, pass_, hidden_,
-                   std::span(dst, static_cast<size_t>(pass_.n_out * output_width())));
+    pipeline->send_pass(pipeline_context_, pass_, hidden_);
+    f.passes.emplace_back(out_row, static_cast<size_t>(pass_.n_out));
   } else if (pass_.n_out > 0) {
-    read_output(plan, pass_, dst);
+    read_output(plan, pass_, f.logits.data() + out_row * static_cast<size_t>(output_width()));
   }
   const auto t3 = std::chrono::steady_clock::now();
   timings_.passes += 1;
@@ -230,7 +325,8 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
 }
 
 // The host side of a pass's inputs for batch[begin, end), in the cells just claimed.
-void Context::fill_inputs(const Batch& batch, size_t begin, size_t end) {
+void Context::fill_inputs(const Batch& batch, size_t begin, size_t end,
+                          std::span<const int64_t> cells) {
   PassInputs& p = pass_;
   p.n = static_cast<int64_t>(end - begin);
   p.n_out = 0;
@@ -245,7 +341,7 @@ void Context::fill_inputs(const Batch& batch, size_t begin, size_t end) {
   p.positions.assign(nt, 0);
   std::copy(batch.pos.begin() + begin, batch.pos.begin() + end, p.positions.begin());
   p.kv_idx.assign(nt, cache_->trash_row());
-  std::copy(cells_.end() - p.n, cells_.end(), p.kv_idx.begin());
+  std::copy(cells.begin(), cells.end(), p.kv_idx.begin());
   p.mask.resize(static_cast<size_t>(p.n_kv) * nt);
   cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask.data());
   if (model_.hparams().has_swa()) {

@@ -32,18 +32,22 @@ class Writer {
   template <class T>
   void put(const T& v) {
     static_assert(std::is_trivially_copyable_v<T>);
-    const auto* p = reinterpret_cast<const std::byte*>(&v);
-    out_.insert(out_.end(), p, p + sizeof(T));
+    append(&v, sizeof(T));
   }
   template <class T>
   void put_array(std::span<const T> a) {
     put(static_cast<uint64_t>(a.size()));
-    const auto* p = reinterpret_cast<const std::byte*>(a.data());
-    out_.insert(out_.end(), p, p + a.size_bytes());
+    append(a.data(), a.size_bytes());
   }
   void put_text(const std::string& s) { put_array(std::span<const char>(s.data(), s.size())); }
 
  private:
+  void append(const void* p, size_t n) {
+    if (n == 0) return;
+    const size_t at = out_.size();
+    out_.resize(at + n);
+    std::memcpy(out_.data() + at, p, n);
+  }
   std::vector<std::byte>& out_;
 };
 
@@ -201,18 +205,22 @@ Pipeline::Pipeline(Transport& transport, std::vector<LayerRange> ranges)
 Pipeline::~Pipeline() {
   if (!is_front() || size() < 2 || !started_) return;
   try {
-    put_header(message_, Kind::kStop, 0);
-    send_down(message_);
+    std::vector<std::byte> m;
+    put_header(m, Kind::kStop, 0);
+    send_down(std::move(m));
+    transport_.flush();
     transport_.mark_peers_done();
   } catch (const std::exception&) {
     // The job is ending; the transport reports what failed.
   }
 }
 
-void Pipeline::send_down(std::span<const std::byte> message) {
-  transport_.send(rank() + 1, message);
+void Pipeline::send_to(int to, std::vector<std::byte>&& message) {
   bytes_sent_ += message.size();
+  transport_.send(to, std::move(message));
 }
+
+void Pipeline::send_down(std::vector<std::byte>&& message) { send_to(rank() + 1, std::move(message)); }
 
 // The last rank's answer to a command: kOk, kOutput (copied to `out`, which
 // must be its size) or kError (thrown).
@@ -237,15 +245,17 @@ void Pipeline::await_reply(std::span<float> out) {
 }
 
 uint32_t Pipeline::open(const ContextOptions& o) {
+  TESSERA_CHECK(in_flight_ == 0, "open with {} passes in flight", in_flight_);
   const uint32_t id = next_context_++;
-  put_header(message_, Kind::kOpen, id);
-  Writer w(message_);
+  std::vector<std::byte> m;
+  put_header(m, Kind::kOpen, id);
+  Writer w(m);
   w.put(o.n_ctx);
   w.put(o.n_batch);
   w.put(static_cast<int32_t>(o.type_k));
   w.put(static_cast<int32_t>(o.type_v));
   w.put(static_cast<uint8_t>(o.embeddings));
-  send_down(message_);
+  send_down(std::move(m));
   try {
     await_reply({});
   } catch (...) {
@@ -257,27 +267,42 @@ uint32_t Pipeline::open(const ContextOptions& o) {
 
 void Pipeline::close(uint32_t context) noexcept {
   try {
-    put_header(message_, Kind::kClose, context);
-    send_down(message_);
+    std::vector<std::byte> m;
+    put_header(m, Kind::kClose, context);
+    send_down(std::move(m));
   } catch (const std::exception&) {
     // A transport that fails here fails the next command too, loudly.
   }
 }
 
-void Pipeline::pass(uint32_t context, const PassInputs& inputs, std::span<const float> hidden,
-                    std::span<float> out) {
-  put_header(message_, Kind::kPass, context);
-  Writer w(message_);
+void Pipeline::send_pass(uint32_t context, const PassInputs& inputs, std::span<const float> hidden) {
+  std::vector<std::byte> m;
+  put_header(m, Kind::kPass, context);
+  Writer w(m);
   put_inputs(w, inputs);
   w.put_array(hidden);
-  send_down(message_);
+  send_down(std::move(m));
+  ++in_flight_;
+}
+
+void Pipeline::receive_output(std::span<float> out) {
+  TESSERA_CHECK(in_flight_ > 0, "no pass in flight");
+  --in_flight_;  // answered, output or error
   await_reply(out);
 }
 
+void Pipeline::pass(uint32_t context, const PassInputs& inputs, std::span<const float> hidden,
+                    std::span<float> out) {
+  send_pass(context, inputs, hidden);
+  receive_output(out);
+}
+
 void Pipeline::shift(uint32_t context, std::span<const int32_t> shifts) {
-  put_header(message_, Kind::kShift, context);
-  Writer(message_).put_array(shifts);
-  send_down(message_);
+  TESSERA_CHECK(in_flight_ == 0, "K shift with {} passes in flight", in_flight_);
+  std::vector<std::byte> m;
+  put_header(m, Kind::kShift, context);
+  Writer(m).put_array(shifts);
+  send_down(std::move(m));
   await_reply({});
 }
 
@@ -291,20 +316,18 @@ void Pipeline::serve(const Model& model) {
   std::vector<std::byte> in;
   // The last rank answers rank 0; the others pass the message on.
   const auto reply = [&](Kind kind, uint32_t id, std::span<const float> floats) {
-    put_header(message_, kind, id);
-    if (kind == Kind::kOutput) Writer(message_).put_array(floats);
-    transport_.send(0, message_);
-    bytes_sent_ += message_.size();
+    std::vector<std::byte> m;
+    put_header(m, kind, id);
+    if (kind == Kind::kOutput) Writer(m).put_array(floats);
+    send_to(0, std::move(m));
   };
+  // A message goes on down the chain, or from the last rank back to rank 0.
+  const auto forward = [&](std::vector<std::byte>&& m) { send_to(is_last() ? 0 : rank() + 1, std::move(m)); };
   const auto fail_down = [&](uint32_t id, const std::string& what) {
-    put_header(message_, Kind::kError, id);
-    Writer(message_).put_text(what);
-    if (is_last()) {
-      transport_.send(0, message_);
-      bytes_sent_ += message_.size();
-    } else {
-      send_down(message_);
-    }
+    std::vector<std::byte> m;
+    put_header(m, Kind::kError, id);
+    Writer(m).put_text(what);
+    forward(std::move(m));
   };
   const auto context = [&](uint32_t id) -> Context& {
     auto it = contexts.find(id);
@@ -318,19 +341,15 @@ void Pipeline::serve(const Model& model) {
     const auto id = r.get<uint32_t>();
     switch (kind) {
       case Kind::kStop:
-        if (!is_last()) send_down(in);
+        if (!is_last()) send_down(std::move(in));
+        transport_.flush();
         return;
       case Kind::kClose:
         contexts.erase(id);
-        if (!is_last()) send_down(in);
+        if (!is_last()) send_down(std::move(in));
         break;
       case Kind::kError:  // a rank before this one failed: pass it on
-        if (is_last()) {
-          transport_.send(0, in);
-          bytes_sent_ += in.size();
-        } else {
-          send_down(in);
-        }
+        forward(std::move(in));
         break;
       case Kind::kOpen:
       case Kind::kShift:
@@ -358,14 +377,14 @@ void Pipeline::serve(const Model& model) {
             } else {
               in.resize(hidden_at);  // the same inputs, this stage's hidden state
               Writer(in).put_array<float>(out);
-              send_down(in);
+              send_down(std::move(in));
             }
             break;
           }
           if (is_last()) {
             reply(Kind::kOk, id, {});
           } else {
-            send_down(in);
+            send_down(std::move(in));
           }
         } catch (const std::exception& e) {  // Error, or std::bad_alloc
           fail_down(id, fmt::format("{} {}", me, e.what()));

@@ -43,6 +43,12 @@ Embedder::Embedder(const Model& model, Pooling pooling, int64_t max_tokens)
 
 std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens, int normalize) {
   const auto n = static_cast<int64_t>(tokens.size());
+  // The pipeline's messages go one at a time, from the thread that decodes;
+  // embeddings come from the HTTP threads.
+  if (const auto& p = model_.pipeline(); p != nullptr && p->size() > 1) {
+    fail(ErrorCategory::kUnsupported,
+         "embeddings are not available while the model is split across {} MPI ranks", p->size());
+  }
   if (n == 0) fail(ErrorCategory::kInvalidArgument, "an embeddings input has no tokens");
   if (n > max_tokens_) {
     fail(ErrorCategory::kInvalidArgument, "an embeddings input has {} tokens, at most {} fit",

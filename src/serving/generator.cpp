@@ -98,8 +98,9 @@ struct Generator::Slot {
   int64_t n_gen = 0, n_cached = 0;
   double sample_ms = 0;
   Event pending;          // what the next event sends
-  int batch_index = -1;   // this step's token asking for logits
-  size_t n_decoding = 0;  // prompt tokens in this step's batch
+  int batch_index = -1;   // its batch's token asking for logits
+  size_t n_decoding = 0;  // prompt tokens in its batch
+  bool in_flight = false;  // in a batch submitted and not yet collected
   Clock::time_point start, first_token;
 
   void send(Event&& e) {
@@ -222,6 +223,7 @@ void Generator::loop() {
 // Running requests end with `reason` and no error (their text is whole);
 // queued ones with `reason` and `error`.
 void Generator::end_all(FinishReason reason, const std::string& error) {
+  drain();
   for (auto& s : slots_) {
     if (s->state != Slot::State::kIdle) finish(*s, reason);
   }
@@ -315,7 +317,10 @@ void Generator::assign(Slot& slot, std::shared_ptr<Request> r) {
 // whose cache shares the longest prefix with its prompt.
 void Generator::admit() {
   for (auto& s : slots_) {
-    if (s->state != Slot::State::kIdle && s->request->cancelled()) finish(*s, FinishReason::kCancelled);
+    // A slot in flight ends once its batch is back.
+    if (s->state != Slot::State::kIdle && !s->in_flight && s->request->cancelled()) {
+      finish(*s, FinishReason::kCancelled);
+    }
   }
   std::vector<std::shared_ptr<Request>> gone;
   {
@@ -354,23 +359,36 @@ void Generator::admit() {
   }
 }
 
+// One step: a batch of the slots that are not in flight, submitted; then,
+// once as many batches are in flight as the context has ranks (one without
+// a pipeline), the oldest collected and its tokens sampled. Each batch holds
+// the next token of its generating slots, then prompt chunks. On a pipeline
+// of S ranks a batch takes about 1/S of the busy slots, so that rank 0
+// computes one group's next batch while the other ranks run the others.
 bool Generator::step() {
   admit();
-  // One batch: the next token of every generating slot, then prompt chunks.
+  const auto depth = static_cast<size_t>(context_.pipeline_depth());
+  size_t busy = 0;
+  for (auto& s : slots_) busy += s->state != Slot::State::kIdle ? 1 : 0;
+  size_t cap = (busy + depth - 1) / depth;  // slots in this batch
   batch_.clear();
+  std::vector<Slot*> in_batch;
   int64_t budget = context_.n_batch();
   for (auto& s : slots_) {
-    s->batch_index = -1;
-    s->n_decoding = 0;
-    if (s->state != Slot::State::kGenerating) continue;
+    if (s->state != Slot::State::kGenerating || s->in_flight || in_batch.size() >= cap) continue;
     s->batch_index = static_cast<int>(batch_.size());
+    s->n_decoding = 0;
     batch_.add(s->last, static_cast<int32_t>(s->cached.size()), {s->id}, true);
+    in_batch.push_back(s.get());
     --budget;
   }
   for (auto& s : slots_) {
-    if (s->state != Slot::State::kPrompt || budget <= 0) continue;
+    if (s->state != Slot::State::kPrompt || s->in_flight || budget <= 0 || in_batch.size() >= cap) {
+      continue;
+    }
     const std::vector<TokenId>& prompt = s->request->prompt;
     const size_t n = std::min<size_t>(static_cast<size_t>(budget), prompt.size() - s->prompt_next);
+    s->batch_index = -1;
     for (size_t i = 0; i < n; ++i) {
       const size_t at = s->prompt_next + i;
       const bool last = at + 1 == prompt.size();
@@ -378,16 +396,39 @@ bool Generator::step() {
       batch_.add(prompt[at], static_cast<int32_t>(at), {s->id}, last);
     }
     s->n_decoding = n;
+    in_batch.push_back(s.get());
     budget -= static_cast<int64_t>(n);
   }
-  if (batch_.size() == 0) {
+  bool submitted = false;
+  if (batch_.size() > 0) {
+    try {
+      context_.submit(batch_);
+      for (Slot* s : in_batch) s->in_flight = true;
+      flights_.push_back(std::move(in_batch));
+      submitted = true;
+    } catch (const std::exception& e) {
+      fail_all(e.what());
+      return true;
+    }
+  }
+  if (flights_.empty()) {
     update_gauges();
     return false;
   }
+  if (flights_.size() >= depth || !submitted) collect(/*sample=*/true);
+  update_gauges();
+  return true;
+}
+
+// The oldest batch in flight: its tokens are in the cache now; with
+// `sample`, the slots whose token asked get their next token.
+void Generator::collect(bool sample) {
+  const std::vector<Slot*> slots = std::move(flights_.front());
+  flights_.pop_front();
+  for (Slot* s : slots) s->in_flight = false;
   try {
-    context_.decode(batch_);
-    // The batch is in the cache now.
-    for (auto& s : slots_) {
+    context_.collect();
+    for (Slot* s : slots) {
       if (s->state == Slot::State::kGenerating) {
         s->cached.push_back(s->last);
       } else if (s->state == Slot::State::kPrompt && s->n_decoding > 0) {
@@ -406,19 +447,38 @@ bool Generator::step() {
       std::lock_guard lock(mutex_);
       ++metrics_.steps;
     }
-    for (auto& s : slots_) {
+    if (!sample) return;
+    for (Slot* s : slots) {
       if (s->batch_index >= 0 && s->state == Slot::State::kGenerating) {
         handle_token(*s, context_.logits(static_cast<size_t>(s->batch_index)));
       }
     }
   } catch (const std::exception& e) {
-    // A failed step ends the requests in it; the cache is as before it.
-    for (auto& s : slots_) {
-      if (s->state != Slot::State::kIdle) finish(*s, FinishReason::kError, e.what());
+    fail_all(e.what());
+  }
+}
+
+// Every batch in flight collected (tokens into the cache, none sampled):
+// before the cache is read or changed outside a step, and at the end.
+void Generator::drain() {
+  while (!flights_.empty()) collect(/*sample=*/false);
+}
+
+// A failed batch ends every request running (the cache is as before the
+// batches that failed); the batches still in flight are read first.
+void Generator::fail_all(const std::string& error) {
+  while (!flights_.empty()) {
+    for (Slot* s : flights_.front()) s->in_flight = false;
+    flights_.pop_front();
+    try {
+      context_.collect();
+    } catch (const std::exception&) {
+      // The first error is the one reported.
     }
   }
-  update_gauges();
-  return true;
+  for (auto& s : slots_) {
+    if (s->state != Slot::State::kIdle) finish(*s, FinishReason::kError, error);
+  }
 }
 
 void Generator::update_gauges() {
@@ -572,10 +632,20 @@ void Generator::run_tasks() {
     std::lock_guard lock(mutex_);
     tasks.swap(tasks_);
   }
+  if (!tasks.empty()) drain();
   for (auto& t : tasks) t();
 }
 
+// Sessions hold every layer's cache rows; on a pipeline rank 0 has its own.
+void Generator::check_sessions(const std::filesystem::path& path) const {
+  if (context_.pipeline_depth() > 1) {
+    fail(ErrorCategory::kUnsupported, "[session {}] sessions are not available while the model "
+         "is split across {} MPI ranks", path.string(), context_.pipeline_depth());
+  }
+}
+
 size_t Generator::save_session(const std::filesystem::path& path) {
+  check_sessions(path);
   size_t saved = 0;
   between_steps([&] {
     const Slot& s = *slots_[static_cast<size_t>(last_slot_)];
@@ -595,6 +665,7 @@ size_t Generator::save_session(const std::filesystem::path& path) {
 }
 
 std::vector<TokenId> Generator::load_session(const std::filesystem::path& path) {
+  check_sessions(path);
   std::vector<TokenId> tokens;
   between_steps([&] {
     Slot* slot = nullptr;

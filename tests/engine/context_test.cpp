@@ -228,14 +228,14 @@ TEST_F(ContextTest, AFullCacheNamesTheSequenceAndLeavesTheCacheAsItWas) {
   batch.add_sequence(std::vector<int32_t>{1, 2, 3}, 0, 0);
   ctx.decode(batch);
   batch.clear();
-  // 6 tokens in two passes of 4 + 2: the first pass fits, the second not;
-  // the whole call is undone.
+  // 6 tokens (two passes of 4 + 2) where 5 cells are free: refused before
+  // any pass runs, every cell claimed for it given back.
   batch.add_sequence(std::vector<int32_t>{4, 5, 6, 7, 8, 9}, 0, 3);
   try {
     ctx.decode(batch);
     ADD_FAILURE() << "decoded past the cache";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("sequence 3 asked for 2 cells, 1 of 8 are free"),
+    EXPECT_NE(std::string(e.what()).find("sequence 3 asked for 6 cells, 5 of 8 are free"),
               std::string::npos)
         << e.what();
   }

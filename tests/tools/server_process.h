@@ -23,11 +23,14 @@ namespace tessera::testing {
 
 class ServerProcess {
  public:
-  // `args`: what follows `tessera serve` (the model, -np, ...).
-  explicit ServerProcess(const std::vector<std::string>& args) {
+  // `args`: what follows `tessera serve` (the model, -np, ...); `launcher`:
+  // what comes before tessera (mpirun and its flags), if anything.
+  explicit ServerProcess(const std::vector<std::string>& args,
+                         const std::vector<std::string>& launcher = {}) {
     log_ = std::filesystem::temp_directory_path() /
            ("tessera-serve-" + std::to_string(getpid()) + "-" + std::to_string(counter()++) + ".log");
-    std::vector<std::string> argv{TESSERA_BIN, "serve", "--port", "0"};
+    std::vector<std::string> argv = launcher;
+    for (const char* a : {TESSERA_BIN, "serve", "--port", "0"}) argv.emplace_back(a);
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = fork();
     if (pid_ == 0) {

@@ -112,11 +112,13 @@ int serve(ServeFlags& o) {
 
 }  // namespace
 
-Runner add_serve(CLI::App& app) {
+Runner add_serve(CLI::App& app, const MpiWorld& world) {
   auto o = std::make_shared<ServeFlags>();
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI-compatible HTTP server (completions, chat, streaming, metrics)");
+  o->model.world = &world;
   add_model_flags(*cmd, o->model);
+  add_split_flags(*cmd, o->model);
   cmd->add_option("--host", o->http.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->http.port, "Port (0: any free port)")
       ->capture_default_str()
@@ -148,7 +150,12 @@ Runner add_serve(CLI::App& app) {
                   "An origin whose web pages may call the API (repeatable; '*': any). Other "
                   "origins get 403; none is allowed by default")
       ->allow_extra_args(false);
-  return [o]() { return serve(*o); };
+  return [o]() {
+    // Under mpirun the other ranks hold their layers and run the front's
+    // passes; rank 0 is the HTTP server.
+    if (is_worker(o->model)) return serve_stage(o->model);
+    return serve(*o);
+  };
 }
 
 }  // namespace tessera::cli

@@ -24,7 +24,7 @@ Runner add_tokenize(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_quantize(CLI::App& app);
-Runner add_serve(CLI::App& app);
+Runner add_serve(CLI::App& app, const MpiWorld& world);
 Runner add_chat(CLI::App& app);
 
 }  // namespace tessera::cli

@@ -68,13 +68,14 @@ int main(int argc, char** argv) {
   };
   add_split(tessera::cli::add_run);
   add_split(tessera::cli::add_perplexity);
+  add_split(tessera::cli::add_serve);
   add(tessera::cli::add_tokenize);
   add(tessera::cli::add_inspect);
   add(tessera::cli::add_devices);
   add(tessera::cli::add_bench);
   add(tessera::cli::add_synth);
   add(tessera::cli::add_quantize);
-  add(tessera::cli::add_serve);
+
   add(tessera::cli::add_chat);
 
   try {
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
           std::find(split_commands.begin(), split_commands.end(), sub) == split_commands.end()) {
         if (front) {
           fmt::print(stderr, "tessera: error: [mpi] '{}' runs in one process; of the commands, "
-                     "run and perplexity run across MPI ranks\n", sub->get_name());
+                     "run, perplexity and serve run across MPI ranks\n", sub->get_name());
         }
         return 1;
       }
