@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "tessera/tensor.h"
 
@@ -41,6 +42,11 @@ class Device {
   virtual MemoryInfo memory() const = 0;  // live figures
   virtual DeviceCaps caps() const = 0;
   virtual Backend& backend() const = 0;
+  // What a user should know about this device before relying on it, one
+  // sentence each (a library it could not open, and what then runs
+  // elsewhere). `tessera devices` lists them; loading a model onto the
+  // device prints them as warnings. Default: none.
+  virtual std::vector<std::string> notes() const { return {}; }
 
   virtual std::unique_ptr<Stream> make_stream() = 0;
   virtual BufferType& buffer_type() = 0;  // default: device memory, for intermediates

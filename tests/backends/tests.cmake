@@ -12,6 +12,11 @@ add_test(NAME cpu_gemv_prefetch_check
                  $<TARGET_FILE:tessera_backend_cpu>)
 set_tests_properties(cpu_gemv_prefetch_check PROPERTIES LABELS unit TIMEOUT 120)
 
+# The CUDA kernels' K-quant block arithmetic, compiled for the host: every build.
+tessera_add_test(cuda_kquants_test LABELS unit
+  SOURCES backends/cuda_kquants_test.cpp
+  LIBS tessera_core)
+
 # The CUDA backend: layout and no-GPU behaviour everywhere; pools, buffers,
 # copies and generation on a GPU (skipped without one).
 if(TESSERA_HAVE_CUDA)

@@ -39,7 +39,8 @@ json runtime_json(const Runtime& rt) {
                   {"memory_free", mem.free},
                   {"memory_total", mem.total},
                   {"caps", caps_json(d.caps())},
-                  {"buffer_type", buffer_type_json(d.buffer_type())}};
+                  {"buffer_type", buffer_type_json(d.buffer_type())},
+                  {"notes", d.notes()}};
       if (&d.weights_buffer_type() != &d.buffer_type()) {
         dev["weights_buffer_type"] = buffer_type_json(d.weights_buffer_type());
       }
@@ -71,6 +72,7 @@ void print_text(const Runtime& rt) {
       const DeviceCaps c = d.caps();
       fmt::print("  {}  {}  {}\n", d.name(), device_type_name(d.type()), d.description());
       fmt::print("    memory  {} free of {}\n", gib(mem.free), gib(mem.total));
+      for (const std::string& note : d.notes()) fmt::print("    note    {}\n", note);
       fmt::print("    caps    async={} host_buffer={} buffer_from_host_ptr={} events={}\n",
                  c.async, c.host_buffer, c.buffer_from_host_ptr, c.events);
       fmt::print("    buffers {} (alignment {}, {})", d.buffer_type().name(),

@@ -186,6 +186,13 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
   if (split && flags.world->rank() > 0) o.progress = nullptr;  // rank 0 speaks for the job
   LoadedModel out = split ? load_stage(flags, o) : serving::load(o);
   if (!out.placement.empty() && !is_worker(flags)) fmt::print(stderr, "{}\n", out.placement);
+  // What the devices the model landed on say about themselves (a GPU
+  // without cuBLAS runs its prefill on the CPU), once each.
+  for (const Device* d : out.model->devices()) {
+    for (const std::string& note : d->notes()) {
+      fmt::print(stderr, "warning: {}: {}\n", d->name(), note);
+    }
+  }
   return out;
 }
 

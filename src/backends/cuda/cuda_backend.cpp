@@ -5,6 +5,8 @@
 #include <cstdlib>
 
 #include "backends/cuda/common.h"
+#include "backends/cuda/cublas_lib.h"
+#include "backends/cuda/ops/launch.h"
 #include "backends/cuda/ops/ops.h"
 #include "backends/cuda/stream.h"
 #include "tessera/error.h"
@@ -32,6 +34,17 @@ CudaDevice::CudaDevice(CudaBackend& backend, int index)
   description_ = prop.name;
   sm_count_ = prop.multiProcessorCount > 0 ? prop.multiProcessorCount : 1;
   total_ = prop.totalGlobalMem;
+}
+
+std::vector<std::string> CudaDevice::notes() const {
+  try {
+    (void)cublas();
+    return {};
+  } catch (const Error& e) {
+    return {fmt::format("cuBLAS cannot be opened ({}): batches of more than {} tokens, and f16 / "
+                        "f32 / Q4_0 / Q8_0 weights outside the decode kernels, run on the CPU",
+                        e.what(), k::kMaxMmvColumns)};
+  }
 }
 
 CudaDevice::~CudaDevice() {

@@ -35,6 +35,7 @@ class CudaDevice final : public Device {
   MemoryInfo memory() const override;
   DeviceCaps caps() const override;
   Backend& backend() const override;
+  std::vector<std::string> notes() const override;
 
   std::unique_ptr<Stream> make_stream() override;
   BufferType& buffer_type() override { return buffer_type_; }

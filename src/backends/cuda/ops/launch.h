@@ -18,7 +18,10 @@
 namespace tessera::cuda::k {
 
 // Element types, by their GGUF numbers (tessera::DType).
-enum Type : uint32_t { kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kI32 = 26, kI64 = 27, kBF16 = 30 };
+enum Type : uint32_t {
+  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ8_0 = 8, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14,
+  kI32 = 26, kI64 = 27, kBF16 = 30
+};
 
 // A tensor as the kernels see it: element 0's address, shape, byte strides.
 struct Arr {
@@ -100,6 +103,10 @@ inline constexpr int kMaxMmvColumns = 8;
 size_t mul_mat_vec_scratch(int64_t k, int n_cols);
 void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t x_stride,
                        float* y, int64_t y_stride, int n_cols, void* scratch);
+// The same on one matrix of Q4_K / Q5_K / Q6_K weights in GGUF blocks (rows
+// at w.nb[1], w.ne[0] a multiple of 256), read in place.
+void mul_mat_vec_kquant(cudaStream_t s, const Arr& w, const float* x, int64_t x_stride, float* y,
+                        int64_t y_stride, int n_cols, void* scratch);
 
 // ---- flash_attn.cu ----------------------------------------------------------------------
 struct Attention {

@@ -7,6 +7,7 @@
 // kMaxMmvColumns activation columns at once so the weights are read once.
 // Larger batches go to cuBLAS (ops.cpp).
 #include "backends/cuda/ops/device.cuh"
+#include "backends/cuda/ops/kquants.cuh"
 
 namespace tessera::cuda::k {
 namespace {
@@ -91,6 +92,45 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarp)
   }
 }
 
+// Decode on K-quant weights in GGUF blocks (kquants.cuh): one warp per row,
+// each lane taking 32-element sub-blocks (sub-block s is number s % 8 of
+// super-block s / 8), unpacked once and met with every column's int8 block.
+template <int kCols>
+__global__ void __launch_bounds__(kWarpsPerBlock * kWarp)
+    mmv_kquant_kernel(Arr w, const int8_t* __restrict__ xq, const float2* __restrict__ xds,
+                      float* __restrict__ y, int64_t y_stride) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t row = blockIdx.x * int64_t{kWarpsPerBlock} + threadIdx.x / kWarp;
+  if (row >= w.ne[1]) return;
+  const int64_t subs = w.ne[0] / kQK;
+  const int bb = kq::block_bytes(w.type);
+  const auto* base = static_cast<const uint8_t*>(w.data) + row * w.nb[1];
+  float acc[kCols];
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) acc[c] = 0.0f;
+  for (int64_t s = lane; s < subs; s += kWarp) {
+    const kq::SubBlock sub = kq::load_sub(base + (s / 8) * bb, w.type, static_cast<int>(s % 8));
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const int64_t at_b = c * subs + s;
+      const float2 ds = xds[at_b];
+      acc[c] += kq::dot(sub, xq + at_b * kQK, ds.x, ds.y);
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kCols; ++c) {
+    const float sum = warp_sum(acc[c]);
+    if (lane == 0) y[c * y_stride + row] = sum;
+  }
+}
+
+template <int kCols>
+void launch_kquant(cudaStream_t s, const Arr& w, const int8_t* xq, const float2* xds, float* y,
+                   int64_t ys) {
+  const auto blocks = static_cast<unsigned>((w.ne[1] + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  mmv_kquant_kernel<kCols><<<blocks, kWarpsPerBlock * kWarp, 0, s>>>(w, xq, xds, y, ys);
+}
+
 template <uint32_t kType, int kCols>
 void launch(cudaStream_t s, const SplitQ& w, const int8_t* xq, const float2* xds, float* y, int64_t ys) {
   const auto blocks = static_cast<unsigned>((w.rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
@@ -112,6 +152,18 @@ void launch_type(cudaStream_t s, const SplitQ& w, const int8_t* xq, const float2
   }
 }
 
+// Quantizes n_cols columns of x into scratch: (int8 quants, (scale, scaled sum) pairs).
+void quantize_columns(cudaStream_t s, const float* x, int64_t x_stride, int64_t k, int n_cols,
+                      void* scratch, int8_t*& xq, float2*& xds) {
+  const int64_t blocks = k / kQK;
+  xq = static_cast<int8_t*>(scratch);
+  const size_t quants = static_cast<size_t>(n_cols * blocks * kQK);
+  xds = reinterpret_cast<float2*>(static_cast<uint8_t*>(scratch) + (quants + 15) / 16 * 16);
+  const dim3 qgrid(static_cast<unsigned>((blocks + kWarpsPerBlock - 1) / kWarpsPerBlock),
+                   static_cast<unsigned>(n_cols));
+  quantize_kernel<<<qgrid, kWarpsPerBlock * kWarp, 0, s>>>(x, x_stride, blocks, xq, xds);
+}
+
 }  // namespace
 
 size_t mul_mat_vec_scratch(int64_t k, int n_cols) {
@@ -124,17 +176,31 @@ size_t mul_mat_vec_scratch(int64_t k, int n_cols) {
 void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t x_stride,
                        float* y, int64_t y_stride, int n_cols, void* scratch) {
   if (w.rows == 0 || n_cols <= 0) return;
-  const int64_t blocks = w.k / kQK;
-  auto* xq = static_cast<int8_t*>(scratch);
-  const size_t quants = static_cast<size_t>(n_cols * blocks * kQK);
-  auto* xds = reinterpret_cast<float2*>(static_cast<uint8_t*>(scratch) + (quants + 15) / 16 * 16);
-  const dim3 qgrid(static_cast<unsigned>((blocks + kWarpsPerBlock - 1) / kWarpsPerBlock),
-                   static_cast<unsigned>(n_cols));
-  quantize_kernel<<<qgrid, kWarpsPerBlock * kWarp, 0, s>>>(x, x_stride, blocks, xq, xds);
+  int8_t* xq = nullptr;
+  float2* xds = nullptr;
+  quantize_columns(s, x, x_stride, w.k, n_cols, scratch, xq, xds);
   if (w.type == kQ4_0) {
     launch_type<kQ4_0>(s, w, xq, xds, y, y_stride, n_cols);
   } else {
     launch_type<kQ8_0>(s, w, xq, xds, y, y_stride, n_cols);
+  }
+}
+
+void mul_mat_vec_kquant(cudaStream_t s, const Arr& w, const float* x, int64_t x_stride, float* y,
+                        int64_t y_stride, int n_cols, void* scratch) {
+  if (w.ne[1] == 0 || n_cols <= 0) return;
+  int8_t* xq = nullptr;
+  float2* xds = nullptr;
+  quantize_columns(s, x, x_stride, w.ne[0], n_cols, scratch, xq, xds);
+  switch (n_cols) {
+    case 1: launch_kquant<1>(s, w, xq, xds, y, y_stride); break;
+    case 2: launch_kquant<2>(s, w, xq, xds, y, y_stride); break;
+    case 3: launch_kquant<3>(s, w, xq, xds, y, y_stride); break;
+    case 4: launch_kquant<4>(s, w, xq, xds, y, y_stride); break;
+    case 5: launch_kquant<5>(s, w, xq, xds, y, y_stride); break;
+    case 6: launch_kquant<6>(s, w, xq, xds, y, y_stride); break;
+    case 7: launch_kquant<7>(s, w, xq, xds, y, y_stride); break;
+    default: launch_kquant<8>(s, w, xq, xds, y, y_stride); break;
   }
 }
 

@@ -42,16 +42,28 @@ bool aligned_strides(const Tensor& t) {
 
 bool plain_float(const Tensor& t) { return is_float(t.type) && aligned_strides(t); }
 
-// Q4_0 / Q8_0 in plain GGUF blocks (not split): whole blocks along dim 0,
-// rows at even byte strides (each block's f16 scale 2-byte aligned).
+bool is_kquant(DType t) { return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K; }
+
+// Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K in plain GGUF blocks (not split): whole
+// blocks along dim 0, rows at even byte strides (each block's f16 scales
+// 2-byte aligned; the K-quant kernels load bytes).
 bool plain_blocks(const Tensor& t) {
-  if (!(t.type == DType::kQ4_0 || t.type == DType::kQ8_0) || is_split(t) || is_view_of_split(t)) {
+  if (!(t.type == DType::kQ4_0 || t.type == DType::kQ8_0 || is_kquant(t.type)) || is_split(t) ||
+      is_view_of_split(t)) {
     return false;
   }
   const size_t bb = dtype_info(t.type).block_bytes;
+  const int64_t qk = dtype_info(t.type).block_size;
   const size_t start = t.data != nullptr ? reinterpret_cast<uintptr_t>(t.data) : offset_in_storage(t);
-  return t.nb[0] == bb && t.ne[0] % kQK == 0 && t.nb[1] % 2 == 0 && t.nb[2] % 2 == 0 &&
+  return t.nb[0] == bb && t.ne[0] % qk == 0 && t.nb[1] % 2 == 0 && t.nb[2] % 2 == 0 &&
          t.nb[3] % 2 == 0 && start % 2 == 0;
+}
+
+// Decode on K-quant weights reads them in place (mul_mat.cu); other
+// quantized weights in plain blocks, and larger batches, go to cuBLAS.
+bool kquant_mmv(const Tensor& w, const Tensor& x) {
+  return is_kquant(w.type) && plain_blocks(w) && x.n_rows() <= k::kMaxMmvColumns &&
+         w.ne[2] * w.ne[3] == 1;
 }
 
 k::Arr arr(const Tensor& t) {
@@ -203,6 +215,7 @@ bool have_cublas() {
 }
 
 bool uses_cublas(const Tensor& w, const Tensor& x) {
+  if (kquant_mmv(w, x)) return false;
   return !is_split(w) || x.n_rows() > k::kMaxMmvColumns || w.ne[2] * w.ne[3] > 1;
 }
 
@@ -299,9 +312,21 @@ void mul_mat(const OpContext& ctx, const Tensor& node) {
     gemm(ctx, node, ws.get(), DType::kF16, w.ne[0], matrix, matrix * w.ne[2], w.ne[2], w.ne[3], xh);
     return;
   }
+  if (kquant_mmv(w, x)) {
+    // Decode on K-quant weights: read in place, the columns quantized once.
+    const auto n = static_cast<int>(x.n_rows());
+    const bool direct = x.type == DType::kF32 && x.is_contiguous();
+    Scratch xs(*ctx.pool, direct ? 0 : static_cast<size_t>(x.n_elements()) * sizeof(float));
+    const void* xf = direct ? x.data : staged(ctx, x, DType::kF32, xs).data;
+    Scratch qs(*ctx.pool, k::mul_mat_vec_scratch(x.ne[0], n));
+    k::mul_mat_vec_kquant(ctx.stream, arr(w), static_cast<const float*>(xf), x.ne[0],
+                          static_cast<float*>(node.data), node.ne[0], n, qs.get());
+    return;
+  }
   if (plain_blocks(w)) {
-    // Weights in GGUF blocks (an op offloaded from host memory, or a
-    // quantized intermediate): every matrix dequantized to f16, then cuBLAS.
+    // Weights in GGUF blocks (an op offloaded from host memory, a quantized
+    // intermediate, K-quant weights past decode): every matrix dequantized
+    // to f16, then cuBLAS.
     Scratch xs(*ctx.pool, static_cast<size_t>(x.n_elements()) * 2);
     const k::Arr xh = staged(ctx, x, DType::kF16, xs);
     Scratch ws(*ctx.pool, static_cast<size_t>(w.n_elements()) * 2);

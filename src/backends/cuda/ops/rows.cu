@@ -1,6 +1,7 @@
 // Row movement: GET_ROWS (plain and split-quantized sources), SET_ROWS, and
 // split weights dequantized to f16 for cuBLAS.
 #include "backends/cuda/ops/device.cuh"
+#include "backends/cuda/ops/kquants.cuh"
 
 namespace tessera::cuda::k {
 namespace {
@@ -23,9 +24,13 @@ __device__ __forceinline__ float split_value(const SplitQ& w, int64_t b, int j) 
   return static_cast<float>(static_cast<int8_t>(q[b * kQK + j])) * d;
 }
 
+// Elements per GGUF block: 32, or a K-quant's 256.
+__device__ __forceinline__ int block_elems(uint32_t type) { return kq::is_kquant(type) ? kq::kSuper : kQK; }
+
 // Element j of the GGUF block at `block` (Q4_0: f16 d, 16 nibble bytes; Q8_0:
-// f16 d, 32 int8), as a float.
+// f16 d, 32 int8; K-quants: kquants.cuh), as a float.
 __device__ __forceinline__ float block_value(const char* block, uint32_t type, int j) {
+  if (kq::is_kquant(type)) return kq::value(reinterpret_cast<const uint8_t*>(block), type, j);
   const float d = __half2float(*reinterpret_cast<const __half*>(block));
   const auto* q = reinterpret_cast<const uint8_t*>(block + 2);
   if (type == kQ4_0) {
@@ -86,7 +91,8 @@ __global__ void get_rows_blocks_kernel(Arr a, Arr ids, Arr d, int* bad) {
     const int64_t row = load_id(ids, x.i1, x.i2, x.i3);
     float v = 0.0f;
     if (in_range(row, a.ne[1], bad)) {
-      v = block_value(at(a, x.i0 / kQK, row, x.i2, x.i3), a.type, static_cast<int>(x.i0 % kQK));
+      const int qk = block_elems(a.type);
+      v = block_value(at(a, x.i0 / qk, row, x.i2, x.i3), a.type, static_cast<int>(x.i0 % qk));
     }
     store(at(d, x.i0, x.i1, x.i2, x.i3), d.type, v);
   }
@@ -96,8 +102,9 @@ __global__ void get_rows_blocks_kernel(Arr a, Arr ids, Arr d, int* bad) {
 __global__ void dequantize_blocks_kernel(Arr a, __half* out) {
   TESSERA_GRID_LOOP(i, a.n()) {
     const Index x = unflatten(i, a.ne);
-    out[i] = __float2half_rn(block_value(at(a, x.i0 / kQK, x.i1, x.i2, x.i3), a.type,
-                                         static_cast<int>(x.i0 % kQK)));
+    const int qk = block_elems(a.type);
+    out[i] = __float2half_rn(block_value(at(a, x.i0 / qk, x.i1, x.i2, x.i3), a.type,
+                                         static_cast<int>(x.i0 % qk)));
   }
 }
 

@@ -1,0 +1,116 @@
+// The CUDA kernels' K-quant block arithmetic (src/backends/cuda/ops/kquants.cuh)
+// compiled for the host and checked against the CPU's reference
+// dequantization, on every build: element values (GET_ROWS, the f16 weights
+// cuBLAS reads) and sub-block dot products against int8 activations (the
+// decode matrix-vector kernel), on blocks from the quantizer and on random
+// bytes (every scale bit pattern).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backends/cuda/ops/kquants.cuh"
+#include "tessera/dtype.h"
+#include "tessera/half.h"
+
+namespace tessera {
+namespace {
+
+namespace kq = cuda::kq;
+
+constexpr DType kTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// `blocks` super-blocks of `type`: from the quantizer (random normal values
+// at a random scale), or random bytes with sane f16 scales.
+std::vector<uint8_t> make_blocks(DType type, int blocks, bool from_quantizer, std::mt19937& rng) {
+  const auto bb = static_cast<size_t>(kq::block_bytes(static_cast<uint32_t>(type)));
+  std::vector<uint8_t> out(bb * static_cast<size_t>(blocks));
+  if (from_quantizer) {
+    std::normal_distribution<float> normal(0.0f, std::exp2(std::uniform_real_distribution<float>(-6, 3)(rng)));
+    std::vector<float> x(static_cast<size_t>(blocks) * kq::kSuper);
+    for (float& v : x) v = normal(rng);
+    quantize_row(type, x.data(), out.data(), static_cast<int64_t>(x.size()));
+    return out;
+  }
+  for (uint8_t& b : out) b = static_cast<uint8_t>(rng());
+  std::uniform_real_distribution<float> scale(0.001f, 0.1f);
+  for (int i = 0; i < blocks; ++i) {
+    uint8_t* b = out.data() + bb * static_cast<size_t>(i);
+    auto put = [&](size_t at, float v) {
+      const uint16_t h = fp32_to_fp16(v);
+      b[at] = static_cast<uint8_t>(h & 0xff);
+      b[at + 1] = static_cast<uint8_t>(h >> 8);
+    };
+    if (type == DType::kQ6_K) {
+      put(208, scale(rng));
+    } else {
+      put(0, scale(rng));
+      put(2, scale(rng));
+    }
+  }
+  return out;
+}
+
+TEST(CudaKQuants, ElementsEqualTheReferenceDequantization) {
+  std::mt19937 rng(1234);
+  for (DType type : kTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto t = static_cast<uint32_t>(type);
+    EXPECT_TRUE(kq::is_kquant(t));
+    EXPECT_EQ(static_cast<size_t>(kq::block_bytes(t)), dtype_info(type).block_bytes);
+    for (int trial = 0; trial < 16; ++trial) {
+      const int blocks = 4;
+      const std::vector<uint8_t> q = make_blocks(type, blocks, trial % 2 == 0, rng);
+      std::vector<float> ref(static_cast<size_t>(blocks) * kq::kSuper);
+      dequantize_row(type, q.data(), ref.data(), static_cast<int64_t>(ref.size()));
+      float worst = 0.0f, largest = 0.0f;
+      for (int b = 0; b < blocks; ++b) {
+        const uint8_t* block = q.data() + static_cast<size_t>(b) * static_cast<size_t>(kq::block_bytes(t));
+        for (int e = 0; e < kq::kSuper; ++e) {
+          const float want = ref[static_cast<size_t>(b * kq::kSuper + e)];
+          worst = std::max(worst, std::fabs(kq::value(block, t, e) - want));
+          largest = std::max(largest, std::fabs(want));
+        }
+      }
+      // The same products in another order: a few f32 roundings of the
+      // block's largest magnitude (d * sc * q and dmin * m each <= it).
+      EXPECT_LE(worst, 4 * 1.2e-7f * largest) << "trial " << trial;
+      EXPECT_GT(largest, 0.0f);
+    }
+  }
+}
+
+TEST(CudaKQuants, SubBlockDotsEqualTheDequantizedDot) {
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> int8(-127, 127);
+  for (DType type : kTypes) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto t = static_cast<uint32_t>(type);
+    for (int trial = 0; trial < 16; ++trial) {
+      const std::vector<uint8_t> q = make_blocks(type, 1, trial % 2 == 0, rng);
+      std::vector<float> ref(kq::kSuper);
+      dequantize_row(type, q.data(), ref.data(), kq::kSuper);
+      alignas(16) int8_t x[kq::kSuper];
+      for (int8_t& v : x) v = static_cast<int8_t>(int8(rng));
+      const float dx = std::uniform_real_distribution<float>(0.001f, 0.05f)(rng);
+      for (int j = 0; j < kq::kSuper / kq::kSub; ++j) {
+        double want = 0.0, magnitude = 0.0;
+        int sum = 0;
+        for (int l = 0; l < kq::kSub; ++l) {
+          const double term = double(ref[static_cast<size_t>(j * kq::kSub + l)]) * dx * x[j * kq::kSub + l];
+          want += term;
+          magnitude += std::fabs(term);
+          sum += x[j * kq::kSub + l];
+        }
+        const float got = kq::sub_dot(q.data(), t, j, x + j * kq::kSub, dx, dx * static_cast<float>(sum));
+        // Integer sums are exact; a handful of f32 products and one
+        // difference of two terms each bounded by the magnitude.
+        EXPECT_NEAR(got, want, 1e-5 * magnitude + 1e-30) << "trial " << trial << ", sub-block " << j;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera
