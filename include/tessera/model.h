@@ -221,7 +221,8 @@ class Model {
   const Weights& weights() const { return w_; }
   Tensor* token_embd() const { return w_.token_embd; }  // [n_embd, n_vocab]
   Tensor* output_norm() const { return w_.output_norm; }
-  Tensor* output() const { return w_.output; }  // token_embd when tied
+  // token_embd when tied (a copy of it when the head is on an accelerator).
+  Tensor* output() const { return w_.output; }
   Tensor* rope_freqs() const { return w_.rope_freqs; }  // nullable [n_rot / 2]
   // n_layer entries; on a pipeline stage those outside layer_range() are empty.
   const std::vector<LayerWeights>& layers() const { return w_.layers; }

@@ -71,7 +71,9 @@ Placement plan_placement(Runtime& runtime, const gguf::File& file, const Hparams
   const uint64_t cache_per_layer =
       (cache_row(options.type_k) + cache_row(options.type_v)) * static_cast<uint64_t>(options.n_ctx + 1);
   const uint64_t free = static_cast<uint64_t>(double(gpu->memory().free) * kFreeMargin);
-  const uint64_t output_bytes = tensor_bytes(file, "output");  // output.weight, output_norm.weight
+  // output.weight and output_norm.weight; a tied head's copy of token_embd.
+  uint64_t output_bytes = tensor_bytes(file, "output");
+  if (file.find_tensor("output.weight") == nullptr) output_bytes += tensor_bytes(file, "token_embd.");
   // As llama.cpp counts: N <= n_layer puts the last N layers there, N >
   // n_layer the output layer too. Layers are taken from the last one down,
   // the output layer after them.

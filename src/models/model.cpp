@@ -239,6 +239,15 @@ std::vector<std::pair<Tensor*, Device*>> Model::weight_plan() {
       plan.emplace_back(t, d);
     }
   };
+  if (w_.output != nullptr && w_.output == w_.token_embd && output_device_ != cpu_) {
+    // A tied head on an accelerator gets its own copy of the embedding
+    // there (uploaded from token_embd.weight): GET_ROWS reads the one in
+    // host memory, and the logits matmul does not fall back to the CPU (or
+    // copy the embedding over) every pass.
+    const Tensor& e = *w_.token_embd;
+    w_.output = weights_.new_tensor(e.type, {e.ne[0], e.ne[1]}, e.name);
+    if (!holds_input()) w_.token_embd = nullptr;  // kept only for the head
+  }
   add(w_.token_embd, cpu_);
   add(w_.rope_freqs, cpu_);
   add(w_.output_norm, output_device_);

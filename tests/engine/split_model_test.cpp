@@ -13,6 +13,7 @@
 #include "tessera/engine.h"
 #include "tessera/error.h"
 #include "tessera/placement.h"
+#include "tessera/synth.h"
 
 namespace tessera {
 namespace {
@@ -123,6 +124,47 @@ TEST(SplitModel, LayersGoOnlyWhileTheyFitTheFreeMemory) {
   const Placement all = plan_placement(*big.rt, file, hp, options);
   EXPECT_EQ(all.layers_on_gpu, hp.n_layer + 1) << all.message;
   EXPECT_EQ(all.output_device, big.gpu);
+}
+
+// A head tied to the token embedding goes to the GPU with the output layer
+// as a copy of the embedding (which stays on the CPU for GET_ROWS): after
+// the embedding lookup, nothing runs on the CPU, and the logits are the
+// CPU's.
+TEST(SplitModel, ATiedHeadRunsOnTheGpuWithTheOutputLayer) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / fmt::format("tied_{}", getpid());
+  std::filesystem::create_directories(dir);
+  SynthOptions o;
+  o.shape = *find_synth_shape("tiny");
+  o.shape.tied_output = true;
+  o.type = DType::kQ8_0;
+  o.vocab = testing::shared_dir() + "/fixtures/tokenizer/ggml-vocab-llama-spm.gguf";
+  o.threads = 2;
+  const auto path = (dir / "tied.gguf").string();
+  synthesize_model(o, path);
+  ASSERT_EQ(gguf::File::open(path).find_tensor("output.weight"), nullptr);
+  std::vector<std::vector<float>> cpu_only;
+  {
+    auto rt = make_runtime(false);
+    auto model = load_model(*rt, path, {.gpu_layers = 0});
+    EXPECT_EQ(model->output(), model->token_embd());
+    cpu_only = run(*model);
+  }
+  Rig rig;
+  auto model = load_model(*rig.rt, path, {.gpu_layers = -1});
+  EXPECT_EQ(&model->output_device(), rig.gpu);
+  ASSERT_NE(model->output(), model->token_embd());
+  EXPECT_EQ(model->output()->name, "token_embd.weight");
+  EXPECT_EQ(&model->output()->buffer->type(), &rig.gpu->weights_buffer_type(*model->output()));
+  EXPECT_EQ(&model->token_embd()->buffer->type(),
+            &rig.rt->device("CPU0").weights_buffer_type(*model->token_embd()));
+  std::string plan;
+  const auto got = run(*model, &plan);
+  ASSERT_EQ(got.size(), cpu_only.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(nmse(got[i], cpu_only[i]), 1e-7) << "row " << i;
+  // The embedding lookup on the CPU, then everything on the GPU.
+  EXPECT_EQ(count_splits(plan), 2) << plan;
+  model.reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
