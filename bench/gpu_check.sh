@@ -99,6 +99,22 @@ else
   skip "perplexity on the GPU: no GPU"
 fi
 
+stage "perplexity with a quantized KV cache (-ctk/-ctv q8_0, q4_0), CPU vs GPU"
+# The cache is written on the GPU with the CPU's quantizer arithmetic, so the
+# two should agree as closely as with an f16 cache.
+if [[ $gpu == 1 ]]; then
+  f="${files[0]}"
+  for ct in q8_0 q4_0; do
+    kv() { "$tessera" perplexity -m "$f" -f "$here/data/story.txt" -c 128 -b 8 -ngl "$1" -ctk $ct -ctv $ct 2>&1 |
+           grep -oE 'PPL = [0-9.]+' | tail -1 | cut -d' ' -f3; }
+    cpu=$(kv 0); gpu_ppl=$(kv 99)
+    verdict=$(python3 -c "c,g=float('${cpu:-nan}'),float('${gpu_ppl:-nan}');print('ok' if abs(c-g)<=1e-3*c else 'DIFFERS')" 2>/dev/null || echo "?")
+    echo "$(basename "$f") cache $ct: cpu $cpu gpu $gpu_ppl $verdict"
+  done
+else
+  skip "quantized KV cache on the GPU: no GPU"
+fi
+
 stage "where the graph runs (-ngl 99: one split means no matmul left on the CPU)"
 if [[ $gpu == 1 ]]; then
   for f in "${files[@]}"; do

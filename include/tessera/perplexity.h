@@ -25,6 +25,7 @@ struct PerplexityResult {
 struct PerplexityOptions {
   int64_t n_ctx = 512;
   int64_t n_batch = 512;
+  DType type_k = DType::kF16, type_v = DType::kF16;  // the KV cache's types
   std::optional<int32_t> bos;  // replaces each chunk's first token when set
   // Called after each chunk with (chunk index, running perplexity).
   std::function<void(int64_t, double)> on_chunk;

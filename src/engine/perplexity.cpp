@@ -23,7 +23,10 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
   PerplexityResult result;
   result.n_chunks = n_tokens / n_ctx;
   const int64_t first = n_ctx / 2;  // the first half is context only
-  Session session(model, {.n_ctx = n_ctx, .n_batch = options.n_batch});
+  Session session(model, {.n_ctx = n_ctx,
+                          .n_batch = options.n_batch,
+                          .type_k = options.type_k,
+                          .type_v = options.type_v});
   double nll = 0.0, nll2 = 0.0;
   for (int64_t c = 0; c < result.n_chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);

@@ -1,16 +1,21 @@
-// The CUDA kernels' K-quant block arithmetic (src/backends/cuda/ops/kquants.cuh)
-// compiled for the host and checked against the CPU's reference
-// dequantization, on every build: element values (GET_ROWS, the f16 weights
-// cuBLAS reads) and sub-block dot products against int8 activations (the
-// decode matrix-vector kernel), on blocks from the quantizer and on random
-// bytes (every scale bit pattern).
+// The CUDA kernels' block arithmetic compiled for the host and checked
+// against the CPU's reference quantizers, on every build:
+// - K-quants (kquants.cuh): element values (GET_ROWS, the f16 weights cuBLAS
+//   reads) and sub-block dot products against int8 activations (the decode
+//   matrix-vector kernel), on blocks from the quantizer and on random bytes
+//   (every scale bit pattern);
+// - Q4_0 / Q8_0 (quant_blocks.cuh): the blocks SET_ROWS writes into a
+//   quantized KV cache, byte for byte the CPU's, and the values attention
+//   reads back.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "backends/cuda/ops/kquants.cuh"
+#include "backends/cuda/ops/quant_blocks.cuh"
 #include "tessera/dtype.h"
 #include "tessera/half.h"
 
@@ -109,6 +114,53 @@ TEST(CudaKQuants, SubBlockDotsEqualTheDequantizedDot) {
         EXPECT_NEAR(got, want, 1e-5 * magnitude + 1e-30) << "trial " << trial << ", sub-block " << j;
       }
     }
+  }
+}
+
+TEST(CudaQuantBlocks, CacheRowsAreTheCpusBytes) {
+  std::mt19937 rng(7);
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    const auto t = static_cast<uint32_t>(type);
+    const auto bb = static_cast<size_t>(cuda::qb::block_bytes(t));
+    EXPECT_EQ(bb, dtype_info(type).block_bytes);
+    for (int trial = 0; trial < 64; ++trial) {
+      // K / V rows of a head of 128 at scales from 1e-6 (subnormal f16
+      // scales) to 1e3; one row in eight with a repeated extreme value.
+      const int n = 128;
+      std::normal_distribution<float> normal(0.0f, std::exp2(std::uniform_real_distribution<float>(-24, 10)(rng)));
+      std::vector<float> x(n);
+      for (float& v : x) v = normal(rng);
+      if (trial % 8 == 0) x[5] = x[9] = -x[3] * 4.0f;
+      std::vector<uint8_t> want(bb * n / 32), got(want.size());
+      quantize_row(type, x.data(), want.data(), n);
+      for (int b = 0; b < n / 32; ++b) {
+        if (type == DType::kQ8_0) {
+          cuda::qb::quantize_q8_0(x.data() + 32 * b, got.data() + bb * static_cast<size_t>(b));
+        } else {
+          cuda::qb::quantize_q4_0(x.data() + 32 * b, got.data() + bb * static_cast<size_t>(b));
+        }
+      }
+      EXPECT_EQ(got, want) << "trial " << trial;
+      std::vector<float> ref(n);
+      dequantize_row(type, want.data(), ref.data(), n);
+      for (int e = 0; e < n; ++e) {
+        EXPECT_EQ(cuda::qb::value(want.data() + bb * static_cast<size_t>(e / 32), t, e % 32),
+                  ref[static_cast<size_t>(e)])
+            << "trial " << trial << ", element " << e;
+      }
+    }
+  }
+}
+
+TEST(CudaQuantBlocks, HalfConversionRoundsAsTheCpus) {
+  std::mt19937 rng(3);
+  for (int i = 0; i < 100000; ++i) {
+    uint32_t bits = static_cast<uint32_t>(rng());
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(cuda::qb::half_from_float(f), fp32_to_fp16(f)) << f;
   }
 }
 

@@ -307,5 +307,37 @@ TEST(CudaOpRules, LlamaQuantizeWeightTypesStayOnTheGpu) {
   }
 }
 
+// A quantized KV cache (-ctk / -ctv q8_0 or q4_0) on GPU layers: the cache
+// writes (SET_ROWS, quantizing as the CPU does) and attention over it run on
+// the GPU; K-quant caches are not offered.
+TEST(CudaOpRules, QuantizedCachesAreWrittenAndReadOnTheGpu) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(type));
+    Graph g;
+    const int64_t d = 128, n_head_kv = 2, n_ctx = 512, n_tokens = 3, n_kv = 256;
+    Tensor* cache = g.new_tensor(type, {d * n_head_kv, n_ctx}, "cache_k");
+    Tensor* values = g.new_tensor(DType::kF32, {d * n_head_kv, n_tokens}, "k");
+    Tensor* rows = g.new_tensor(DType::kI64, {n_tokens}, "kv_idx");
+    EXPECT_TRUE(cuda::supports(*ops::set_rows(g, cache, values, rows)));
+    Tensor* q = g.new_tensor(DType::kF32, {d, n_tokens, 8}, "q");
+    // The layer's view of the cache (layers.cpp): [d, n_kv, n_head_kv].
+    const size_t head = cache->nb[1] / static_cast<size_t>(n_head_kv);
+    Tensor* k = ops::view(g, cache, {d, n_kv, n_head_kv}, {cache->nb[1], head}, 0);
+    Tensor* mask = g.new_tensor(DType::kF32, {n_kv, n_tokens}, "mask");
+    EXPECT_TRUE(cuda::supports(*ops::flash_attn_ext(g, q, k, k, mask, 0.1f)));
+    // The K shift: rows gathered as f32, rotated, copied back into the cache.
+    Tensor* keys = ops::view(g, cache, {d, n_head_kv, n_ctx}, {head, cache->nb[1]}, 0);
+    Tensor* rotated = g.new_tensor(DType::kF32, {d, n_head_kv, n_ctx}, "rotated");
+    EXPECT_TRUE(cuda::supports(*ops::cpy(g, rotated, keys)));
+    Tensor* all = g.new_tensor(DType::kI32, {n_ctx}, "rows");
+    EXPECT_TRUE(cuda::supports(*ops::get_rows(g, cache, all)));
+  }
+  Graph g;
+  Tensor* cache = g.new_tensor(DType::kQ4_K, {256, 64}, "cache_k");
+  Tensor* values = g.new_tensor(DType::kF32, {256, 1}, "k");
+  Tensor* rows = g.new_tensor(DType::kI64, {1}, "kv_idx");
+  EXPECT_FALSE(cuda::supports(*ops::set_rows(g, cache, values, rows)));
+}
+
 }  // namespace
 }  // namespace tessera

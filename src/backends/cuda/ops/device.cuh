@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "backends/cuda/ops/launch.h"
+#include "backends/cuda/ops/quant_blocks.cuh"
 
 namespace tessera::cuda::k {
 
@@ -32,6 +33,16 @@ __device__ __forceinline__ void store(char* p, uint32_t type, float v) {
     case kBF16: *reinterpret_cast<__nv_bfloat16*>(p) = __float2bfloat16_rn(v); break;
     default: *reinterpret_cast<float*>(p) = v; break;
   }
+}
+
+// Element (i0, i1, i2, i3) as a float from a float array or from Q4_0 /
+// Q8_0 blocks (nb[0] the block's bytes: a quantized KV cache).
+__device__ __forceinline__ float load_elem(const Arr& a, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  if (qb::is_q4_0_or_q8_0(a.type)) {
+    return qb::value(reinterpret_cast<const uint8_t*>(at(a, i0 / qb::kQK, i1, i2, i3)), a.type,
+                     static_cast<int>(i0 % qb::kQK));
+  }
+  return load(at(a, i0, i1, i2, i3), a.type);
 }
 
 // Flat row-major index -> (i0, i1, i2, i3) over shape ne.

@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
       if (bias == -INFINITY) continue;  // the whole warp reads the same mask value
     }
     float dot = 0.0f;
-    for (int64_t i = lane; i < dk; i += kWarp) dot += q_s[i] * load(at(k, i, j, hk, bk), k.type);
+    for (int64_t i = lane; i < dk; i += kWarp) dot += q_s[i] * load_elem(k, i, j, hk, bk);
     float s = warp_sum(dot) * scale;
     if (capped) s = p.softcap * tanhf(s);
     s += bias;
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
 #pragma unroll
     for (int t = 0; t < kAcc; ++t) {
       const int64_t i = lane + int64_t{kWarp} * t;
-      if (i < dv) acc[t] += weight * load(at(v, i, j, hk, bk), v.type);
+      if (i < dv) acc[t] += weight * load_elem(v, i, j, hk, bk);
     }
     l += weight;
   }

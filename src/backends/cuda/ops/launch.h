@@ -56,6 +56,9 @@ void glu(cudaStream_t s, Glu op, const Arr& gate, const Arr& up, const Arr& d);
 // Element i of a (row-major over a's shape) into element i of d, converting
 // between f32, f16 and bf16 (or copying i32 as it is).
 void copy(cudaStream_t s, const Arr& a, const Arr& d);
+// f32 a (contiguous along dim 0) into Q4_0 / Q8_0 blocks of d, same shape:
+// a quantized cache's keys written back after a K shift.
+void copy_to_blocks(cudaStream_t s, const Arr& a, const Arr& d);
 
 // ---- rows.cu ----------------------------------------------------------------------------
 // Row ids outside the source (or destination) are skipped and reported by

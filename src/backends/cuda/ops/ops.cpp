@@ -136,7 +136,10 @@ bool supports_set_rows(const Tensor& node) {
   const Tensor* ids = node.src[1];
   const Tensor* dst = node.src[2];
   if (values == nullptr || ids == nullptr || dst == nullptr) return false;
-  return same_desc(node, *dst) && plain_float(node) && values->type == DType::kF32 &&
+  // A quantized cache (Q4_0 / Q8_0 rows): whole blocks from contiguous f32 values.
+  const bool cache_blocks = (node.type == DType::kQ4_0 || node.type == DType::kQ8_0) &&
+                            plain_blocks(node) && values->nb[0] == sizeof(float);
+  return same_desc(node, *dst) && (plain_float(node) || cache_blocks) && values->type == DType::kF32 &&
          aligned_strides(*values) && values->ne[0] == node.ne[0] &&
          values->ne[2] == node.ne[2] && values->ne[3] == node.ne[3] &&
          (ids->type == DType::kI32 || ids->type == DType::kI64) && aligned_strides(*ids) &&
@@ -149,6 +152,10 @@ bool supports_copy(const Tensor& node) {
   if (a.n_elements() != node.n_elements()) return false;
   if (node.op == Op::kCpy && (node.src[1] == nullptr || node.ne != node.src[1]->ne)) return false;
   if (plain_float(a) && plain_float(node)) return true;
+  // f32 into a quantized cache's blocks (the K shift's write-back).
+  if ((node.type == DType::kQ4_0 || node.type == DType::kQ8_0) && plain_blocks(node)) {
+    return a.type == DType::kF32 && a.nb[0] == sizeof(float) && aligned_strides(a) && a.ne == node.ne;
+  }
   return a.type == DType::kI32 && node.type == DType::kI32 && aligned_strides(a) &&
          aligned_strides(node);
 }
@@ -181,7 +188,11 @@ bool supports_attention(const Tensor& node) {
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];
   const Tensor* mask = node.src[3];
-  const bool types = plain_float(node) && plain_float(q) && plain_float(k) && plain_float(v);
+  // K and V as floats, or Q4_0 / Q8_0 rows of a quantized cache.
+  const auto kv_ok = [](const Tensor& t) {
+    return plain_float(t) || ((t.type == DType::kQ4_0 || t.type == DType::kQ8_0) && plain_blocks(t));
+  };
+  const bool types = plain_float(node) && plain_float(q) && kv_ok(k) && kv_ok(v);
   const bool shapes = k.ne[0] == q.ne[0] && v.ne[1] == k.ne[1] && v.ne[2] == k.ne[2] &&
                       v.ne[3] == k.ne[3] && k.ne[2] >= 1 && k.ne[3] >= 1 &&
                       q.ne[2] % k.ne[2] == 0 && q.ne[3] % k.ne[3] == 0 && node.ne[0] == v.ne[0] &&
@@ -474,7 +485,11 @@ void compute(const OpContext& ctx, const Tensor& node) {
     case Op::kCpy:
     case Op::kDup:
     case Op::kCont:
-      k::copy(s, arr(*a), arr(node));
+      if (node.type == DType::kQ4_0 || node.type == DType::kQ8_0) {
+        k::copy_to_blocks(s, arr(*a), arr(node));
+      } else {
+        k::copy(s, arr(*a), arr(node));
+      }
       return;
     case Op::kAdd:
     case Op::kSub:

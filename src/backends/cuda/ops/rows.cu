@@ -31,13 +31,7 @@ __device__ __forceinline__ int block_elems(uint32_t type) { return kq::is_kquant
 // f16 d, 32 int8; K-quants: kquants.cuh), as a float.
 __device__ __forceinline__ float block_value(const char* block, uint32_t type, int j) {
   if (kq::is_kquant(type)) return kq::value(reinterpret_cast<const uint8_t*>(block), type, j);
-  const float d = __half2float(*reinterpret_cast<const __half*>(block));
-  const auto* q = reinterpret_cast<const uint8_t*>(block + 2);
-  if (type == kQ4_0) {
-    const uint8_t byte = q[j % 16];
-    return static_cast<float>((j < 16 ? (byte & 0x0f) : (byte >> 4)) - 8) * d;
-  }
-  return static_cast<float>(static_cast<int8_t>(q[j])) * d;
+  return qb::value(reinterpret_cast<const uint8_t*>(block), type, j);
 }
 
 __device__ __forceinline__ int64_t load_id(const Arr& ids, int64_t i0, int64_t i1, int64_t i2) {
@@ -85,6 +79,52 @@ __global__ void set_rows_kernel(Arr values, Arr ids, Arr dst, int* bad) {
   }
 }
 
+// Rows of f32 values into Q4_0 / Q8_0 rows of dst (a quantized KV cache):
+// one thread per destination block, quantized as the CPU quantizes.
+__global__ void set_rows_blocks_kernel(Arr values, Arr ids, Arr dst, int* bad) {
+  const int64_t per_row = values.ne[0] / kQK;
+  TESSERA_GRID_LOOP(i, values.n() / kQK) {
+    const int64_t blk = i % per_row;
+    int64_t r = i / per_row;
+    const int64_t i1 = r % values.ne[1];
+    r /= values.ne[1];
+    const int64_t i2 = r % values.ne[2], i3 = r / values.ne[2];
+    const int64_t row = load_id(ids, i1, i2 % ids.ne[1], i3 % ids.ne[2]);
+    if (!in_range(row, dst.ne[1], bad)) continue;
+    float x[kQK];
+    const auto* src = reinterpret_cast<const float*>(at(values, blk * kQK, i1, i2, i3));
+#pragma unroll
+    for (int j = 0; j < kQK; ++j) x[j] = src[j];
+    auto* out = reinterpret_cast<uint8_t*>(at(dst, blk, row, i2, i3));
+    if (dst.type == kQ8_0) {
+      qb::quantize_q8_0(x, out);
+    } else {
+      qb::quantize_q4_0(x, out);
+    }
+  }
+}
+
+__global__ void copy_to_blocks_kernel(Arr a, Arr d) {
+  const int64_t per_row = d.ne[0] / kQK;
+  TESSERA_GRID_LOOP(i, d.n() / kQK) {
+    const int64_t blk = i % per_row;
+    int64_t r = i / per_row;
+    const int64_t i1 = r % d.ne[1];
+    r /= d.ne[1];
+    const int64_t i2 = r % d.ne[2], i3 = r / d.ne[2];
+    float x[kQK];
+    const auto* src = reinterpret_cast<const float*>(at(a, blk * kQK, i1, i2, i3));
+#pragma unroll
+    for (int j = 0; j < kQK; ++j) x[j] = src[j];
+    auto* out = reinterpret_cast<uint8_t*>(at(d, blk, i1, i2, i3));
+    if (d.type == kQ8_0) {
+      qb::quantize_q8_0(x, out);
+    } else {
+      qb::quantize_q4_0(x, out);
+    }
+  }
+}
+
 __global__ void get_rows_blocks_kernel(Arr a, Arr ids, Arr d, int* bad) {
   TESSERA_GRID_LOOP(i, d.n()) {
     const Index x = unflatten(i, d.ne);
@@ -127,12 +167,20 @@ void get_rows_split(cudaStream_t s, const SplitQ& a, const Arr& ids, const Arr& 
 }
 
 void set_rows(cudaStream_t s, const Arr& values, const Arr& ids, const Arr& dst, int* bad) {
+  if (qb::is_q4_0_or_q8_0(dst.type)) {
+    set_rows_blocks_kernel<<<grid_for(values.n() / kQK, kBlock), kBlock, 0, s>>>(values, ids, dst, bad);
+    return;
+  }
   set_rows_kernel<<<grid_for(values.n(), kBlock), kBlock, 0, s>>>(values, ids, dst, bad);
 }
 
 void dequantize_split(cudaStream_t s, const SplitQ& a, void* out) {
   dequantize_split_kernel<<<grid_for(a.rows * a.k, kBlock), kBlock, 0, s>>>(
       a, static_cast<__half*>(out));
+}
+
+void copy_to_blocks(cudaStream_t s, const Arr& a, const Arr& d) {
+  copy_to_blocks_kernel<<<grid_for(d.n() / kQK, kBlock), kBlock, 0, s>>>(a, d);
 }
 
 void get_rows_blocks(cudaStream_t s, const Arr& a, const Arr& ids, const Arr& d, int* bad) {
