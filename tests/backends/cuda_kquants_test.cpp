@@ -1,6 +1,6 @@
 // The CUDA kernels' block arithmetic compiled for the host and checked
 // against the CPU's reference quantizers, on every build:
-// - K-quants (kquants.cuh): element values (GET_ROWS, the f16 weights cuBLAS
+// - K-quants and IQ4 (kquants.cuh): element values (GET_ROWS, the f16 weights cuBLAS
 //   reads) and sub-block dot products against int8 activations (the decode
 //   matrix-vector kernel), on blocks from the quantizer and on random bytes
 //   (every scale bit pattern);
@@ -24,7 +24,8 @@ namespace {
 
 namespace kq = cuda::kq;
 
-constexpr DType kTypes[] = {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kTypes[] = {DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K,  DType::kQ5_K,
+                            DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
 
 // `blocks` super-blocks of `type`: from the quantizer (random normal values
 // at a random scale), or random bytes with sane f16 scales.
@@ -33,7 +34,7 @@ std::vector<uint8_t> make_blocks(DType type, int blocks, bool from_quantizer, st
   std::vector<uint8_t> out(bb * static_cast<size_t>(blocks));
   if (from_quantizer) {
     std::normal_distribution<float> normal(0.0f, std::exp2(std::uniform_real_distribution<float>(-6, 3)(rng)));
-    std::vector<float> x(static_cast<size_t>(blocks) * kq::kSuper);
+    std::vector<float> x(static_cast<size_t>(blocks) * static_cast<size_t>(kq::block_elems(static_cast<uint32_t>(type))));
     for (float& v : x) v = normal(rng);
     quantize_row(type, x.data(), out.data(), static_cast<int64_t>(x.size()));
     return out;
@@ -47,11 +48,13 @@ std::vector<uint8_t> make_blocks(DType type, int blocks, bool from_quantizer, st
       b[at] = static_cast<uint8_t>(h & 0xff);
       b[at + 1] = static_cast<uint8_t>(h >> 8);
     };
-    if (type == DType::kQ6_K) {
-      put(208, scale(rng));
-    } else {
-      put(0, scale(rng));
-      put(2, scale(rng));
+    switch (type) {
+      case DType::kQ2_K: put(80, scale(rng)); put(82, scale(rng)); break;
+      case DType::kQ3_K: put(108, scale(rng)); break;
+      case DType::kQ6_K: put(208, scale(rng)); break;
+      case DType::kIQ4_NL:
+      case DType::kIQ4_XS: put(0, scale(rng)); break;
+      default: put(0, scale(rng)); put(2, scale(rng)); break;  // Q4_K, Q5_K: d, dmin
     }
   }
   return out;
@@ -67,13 +70,14 @@ TEST(CudaKQuants, ElementsEqualTheReferenceDequantization) {
     for (int trial = 0; trial < 16; ++trial) {
       const int blocks = 4;
       const std::vector<uint8_t> q = make_blocks(type, blocks, trial % 2 == 0, rng);
-      std::vector<float> ref(static_cast<size_t>(blocks) * kq::kSuper);
+      const int elems = kq::block_elems(t);
+      std::vector<float> ref(static_cast<size_t>(blocks) * static_cast<size_t>(elems));
       dequantize_row(type, q.data(), ref.data(), static_cast<int64_t>(ref.size()));
       float worst = 0.0f, largest = 0.0f;
       for (int b = 0; b < blocks; ++b) {
         const uint8_t* block = q.data() + static_cast<size_t>(b) * static_cast<size_t>(kq::block_bytes(t));
-        for (int e = 0; e < kq::kSuper; ++e) {
-          const float want = ref[static_cast<size_t>(b * kq::kSuper + e)];
+        for (int e = 0; e < elems; ++e) {
+          const float want = ref[static_cast<size_t>(b * elems + e)];
           worst = std::max(worst, std::fabs(kq::value(block, t, e) - want));
           largest = std::max(largest, std::fabs(want));
         }
@@ -94,21 +98,20 @@ TEST(CudaKQuants, SubBlockDotsEqualTheDequantizedDot) {
     const auto t = static_cast<uint32_t>(type);
     for (int trial = 0; trial < 16; ++trial) {
       const std::vector<uint8_t> q = make_blocks(type, 1, trial % 2 == 0, rng);
-      std::vector<float> ref(kq::kSuper);
-      dequantize_row(type, q.data(), ref.data(), kq::kSuper);
+      const int elems = kq::block_elems(t);
+      std::vector<float> ref(static_cast<size_t>(elems));
+      dequantize_row(type, q.data(), ref.data(), elems);
       alignas(16) int8_t x[kq::kSuper];
       for (int8_t& v : x) v = static_cast<int8_t>(int8(rng));
       const float dx = std::uniform_real_distribution<float>(0.001f, 0.05f)(rng);
-      for (int j = 0; j < kq::kSuper / kq::kSub; ++j) {
+      for (int j = 0; j < elems / kq::kSub; ++j) {
         double want = 0.0, magnitude = 0.0;
-        int sum = 0;
         for (int l = 0; l < kq::kSub; ++l) {
           const double term = double(ref[static_cast<size_t>(j * kq::kSub + l)]) * dx * x[j * kq::kSub + l];
           want += term;
           magnitude += std::fabs(term);
-          sum += x[j * kq::kSub + l];
         }
-        const float got = kq::sub_dot(q.data(), t, j, x + j * kq::kSub, dx, dx * static_cast<float>(sum));
+        const float got = kq::sub_dot(q.data(), t, j, x + j * kq::kSub, dx);
         // Integer sums are exact; a handful of f32 products and one
         // difference of two terms each bounded by the magnitude.
         EXPECT_NEAR(got, want, 1e-5 * magnitude + 1e-30) << "trial " << trial << ", sub-block " << j;

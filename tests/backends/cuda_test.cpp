@@ -271,7 +271,7 @@ TEST_F(CudaGpuTest, GreedyGenerationEqualsTheCpus) {
 // The rule behind "-ngl 99 leaves no matmul on the CPU", per weight type, as
 // the scheduler asks it (no GPU needed: supports() reads shapes, types and
 // strides). Decode batches (1..8 columns) of the types llama-quantize
-// writes for a Q4_K_M / Q5_K_M / Q6_K file run in place on every GPU; larger
+// writes for its K and IQ4 mixes run in place on every GPU; larger
 // batches dequantize to f16 for cuBLAS, so they stay on the GPU exactly
 // when cuBLAS can be opened.
 TEST(CudaOpRules, LlamaQuantizeWeightTypesStayOnTheGpu) {
@@ -281,8 +281,12 @@ TEST(CudaOpRules, LlamaQuantizeWeightTypesStayOnTheGpu) {
   } catch (const Error&) {
     cublas = false;
   }
-  for (DType type : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_0, DType::kF16,
-                     DType::kF32}) {
+  const auto in_place_type = [](DType t) {
+    return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K ||
+           t == DType::kQ6_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS;
+  };
+  for (DType type : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                     DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ8_0, DType::kF16, DType::kF32}) {
     SCOPED_TRACE(dtype_name(type));
     for (int64_t n : {1, 2, 5, 8, 9, 512}) {
       SCOPED_TRACE(n);
@@ -290,15 +294,15 @@ TEST(CudaOpRules, LlamaQuantizeWeightTypesStayOnTheGpu) {
       Tensor* w = g.new_tensor(type, {4096, 96}, "w");
       Tensor* x = g.new_tensor(DType::kF32, {4096, n}, "x");
       Tensor* y = ops::mul_mat(g, w, x);
-      const bool in_place = n <= 8 && (type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K);
+      const bool in_place = n <= 8 && in_place_type(type);
       EXPECT_EQ(cuda::needs_cublas(*y), !in_place);
       EXPECT_EQ(cuda::supports(*y), in_place || cublas);
       Tensor* ids = g.new_tensor(DType::kI32, {3}, "ids");
       EXPECT_EQ(cuda::supports(*ops::get_rows(g, w, ids)), true);
     }
   }
-  // Not yet on the GPU: the CPU runs these (the scheduler splits there).
-  for (DType type : {DType::kQ2_K, DType::kQ3_K, DType::kIQ4_XS}) {
+  // Not on the GPU: the CPU runs these (the scheduler splits there).
+  for (DType type : {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
     SCOPED_TRACE(dtype_name(type));
     Graph g;
     Tensor* w = g.new_tensor(type, {4096, 96}, "w");

@@ -106,8 +106,8 @@ inline constexpr int kMaxMmvColumns = 8;
 size_t mul_mat_vec_scratch(int64_t k, int n_cols);
 void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t x_stride,
                        float* y, int64_t y_stride, int n_cols, void* scratch);
-// The same on one matrix of Q4_K / Q5_K / Q6_K weights in GGUF blocks (rows
-// at w.nb[1], w.ne[0] a multiple of 256), read in place.
+// The same on one matrix of Q2_K..Q6_K / IQ4_NL / IQ4_XS weights in GGUF
+// blocks (rows at w.nb[1], whole blocks), read in place.
 void mul_mat_vec_kquant(cudaStream_t s, const Arr& w, const float* x, int64_t x_stride, float* y,
                         int64_t y_stride, int n_cols, void* scratch);
 

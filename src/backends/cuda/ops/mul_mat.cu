@@ -92,9 +92,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarp)
   }
 }
 
-// Decode on K-quant weights in GGUF blocks (kquants.cuh): one warp per row,
-// each lane taking 32-element sub-blocks (sub-block s is number s % 8 of
-// super-block s / 8), unpacked once and met with every column's int8 block.
+// Decode on K-quant / IQ4 weights in GGUF blocks (kquants.cuh): one warp per
+// row, each lane taking 32-element sub-blocks (of a super-block of 8, or an
+// IQ4_NL block of one), unpacked once and met with every column's int8 block.
 template <int kCols>
 __global__ void __launch_bounds__(kWarpsPerBlock * kWarp)
     mmv_kquant_kernel(Arr w, const int8_t* __restrict__ xq, const float2* __restrict__ xds,
@@ -104,17 +104,17 @@ __global__ void __launch_bounds__(kWarpsPerBlock * kWarp)
   if (row >= w.ne[1]) return;
   const int64_t subs = w.ne[0] / kQK;
   const int bb = kq::block_bytes(w.type);
+  const int per_block = kq::block_elems(w.type) / kQK;  // sub-blocks
   const auto* base = static_cast<const uint8_t*>(w.data) + row * w.nb[1];
   float acc[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) acc[c] = 0.0f;
   for (int64_t s = lane; s < subs; s += kWarp) {
-    const kq::SubBlock sub = kq::load_sub(base + (s / 8) * bb, w.type, static_cast<int>(s % 8));
+    const kq::SubBlock sub = kq::load_sub(base + (s / per_block) * bb, w.type, static_cast<int>(s % per_block));
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const int64_t at_b = c * subs + s;
-      const float2 ds = xds[at_b];
-      acc[c] += kq::dot(sub, xq + at_b * kQK, ds.x, ds.y);
+      acc[c] += kq::dot(sub, xq + at_b * kQK, xds[at_b].x);
     }
   }
 #pragma unroll

@@ -42,9 +42,12 @@ bool aligned_strides(const Tensor& t) {
 
 bool plain_float(const Tensor& t) { return is_float(t.type) && aligned_strides(t); }
 
-bool is_kquant(DType t) { return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K; }
+bool is_kquant(DType t) {
+  return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K ||
+         t == DType::kQ6_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS;
+}
 
-// Q4_0 / Q8_0 / Q4_K / Q5_K / Q6_K in plain GGUF blocks (not split): whole
+// Q4_0 / Q8_0 / K-quants / IQ4 in plain GGUF blocks (not split): whole
 // blocks along dim 0, rows at even byte strides (each block's f16 scales
 // 2-byte aligned; the K-quant kernels load bytes).
 bool plain_blocks(const Tensor& t) {

@@ -24,8 +24,8 @@ __device__ __forceinline__ float split_value(const SplitQ& w, int64_t b, int j) 
   return static_cast<float>(static_cast<int8_t>(q[b * kQK + j])) * d;
 }
 
-// Elements per GGUF block: 32, or a K-quant's 256.
-__device__ __forceinline__ int block_elems(uint32_t type) { return kq::is_kquant(type) ? kq::kSuper : kQK; }
+// Elements per GGUF block: 32, or a K-quant's (IQ4_XS's) 256.
+__device__ __forceinline__ int block_elems(uint32_t type) { return kq::is_kquant(type) ? kq::block_elems(type) : kQK; }
 
 // Element j of the GGUF block at `block` (Q4_0: f16 d, 16 nibble bytes; Q8_0:
 // f16 d, 32 int8; K-quants: kquants.cuh), as a float.
