@@ -24,8 +24,9 @@ namespace {
 
 namespace kq = cuda::kq;
 
-constexpr DType kTypes[] = {DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K,  DType::kQ5_K,
-                            DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+constexpr DType kTypes[] = {DType::kQ2_K,  DType::kQ3_K,  DType::kQ4_K, DType::kQ5_K,
+                            DType::kQ6_K,  DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ4_1,
+                            DType::kQ5_0, DType::kQ5_1};
 
 // `blocks` super-blocks of `type`: from the quantizer (random normal values
 // at a random scale), or random bytes with sane f16 scales.
@@ -53,7 +54,10 @@ std::vector<uint8_t> make_blocks(DType type, int blocks, bool from_quantizer, st
       case DType::kQ3_K: put(108, scale(rng)); break;
       case DType::kQ6_K: put(208, scale(rng)); break;
       case DType::kIQ4_NL:
-      case DType::kIQ4_XS: put(0, scale(rng)); break;
+      case DType::kIQ4_XS:
+      case DType::kQ5_0: put(0, scale(rng)); break;
+      case DType::kQ4_1:
+      case DType::kQ5_1: put(0, scale(rng)); put(2, -scale(rng)); break;  // d, m
       default: put(0, scale(rng)); put(2, scale(rng)); break;  // Q4_K, Q5_K: d, dmin
     }
   }

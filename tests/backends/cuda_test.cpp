@@ -282,11 +282,11 @@ TEST(CudaOpRules, LlamaQuantizeWeightTypesStayOnTheGpu) {
     cublas = false;
   }
   const auto in_place_type = [](DType t) {
-    return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K ||
-           t == DType::kQ6_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS;
+    return t != DType::kQ8_0 && t != DType::kF16 && t != DType::kF32;
   };
   for (DType type : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                     DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ8_0, DType::kF16, DType::kF32}) {
+                     DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                     DType::kQ8_0, DType::kF16, DType::kF32}) {
     SCOPED_TRACE(dtype_name(type));
     for (int64_t n : {1, 2, 5, 8, 9, 512}) {
       SCOPED_TRACE(n);
@@ -302,7 +302,7 @@ TEST(CudaOpRules, LlamaQuantizeWeightTypesStayOnTheGpu) {
     }
   }
   // Not on the GPU: the CPU runs these (the scheduler splits there).
-  for (DType type : {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+  for (DType type : {DType::kQ8_K, DType::kI32}) {
     SCOPED_TRACE(dtype_name(type));
     Graph g;
     Tensor* w = g.new_tensor(type, {4096, 96}, "w");

@@ -1,6 +1,7 @@
 // The blocks llama-quantize's K and IQ4 mixes write (Q2_K, Q3_K, Q4_K, Q5_K,
-// Q6_K, IQ4_XS: super-blocks of 256; IQ4_NL: blocks of 32; GGUF layouts, see
-// src/core/quants.h), read in place by the CUDA kernels: one element as a
+// Q6_K, IQ4_XS: super-blocks of 256; IQ4_NL, and Q4_1 / Q5_0 / Q5_1, which
+// it writes for rows that 256 does not divide: blocks of 32; GGUF layouts,
+// see src/core/quants.h), read in place by the CUDA kernels: one element as a
 // float (GET_ROWS, dequantization for cuBLAS) and one 32-element sub-block
 // against a block of int8 activations (decode's matrix-vector product).
 //
@@ -24,14 +25,14 @@
 namespace tessera::cuda::kq {
 
 // GGUF type ids (as DType and the kernels' Type).
-inline constexpr uint32_t kQ2K = 10, kQ3K = 11, kQ4K = 12, kQ5K = 13, kQ6K = 14, kIQ4NL = 20,
-                          kIQ4XS = 23;
+inline constexpr uint32_t kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ2K = 10, kQ3K = 11, kQ4K = 12,
+                          kQ5K = 13, kQ6K = 14, kIQ4NL = 20, kIQ4XS = 23;
 inline constexpr int kSuper = 256;  // elements per super-block
 inline constexpr int kSub = 32;     // elements per sub-block and per activation block
 
 TESSERA_HD bool is_kquant(uint32_t type) {
   return type == kQ2K || type == kQ3K || type == kQ4K || type == kQ5K || type == kQ6K ||
-         type == kIQ4NL || type == kIQ4XS;
+         type == kIQ4NL || type == kIQ4XS || type == kQ4_1 || type == kQ5_0 || type == kQ5_1;
 }
 
 TESSERA_HD int block_bytes(uint32_t type) {
@@ -43,12 +44,17 @@ TESSERA_HD int block_bytes(uint32_t type) {
     case kQ6K: return 210;
     case kIQ4NL: return 18;
     case kIQ4XS: return 136;
+    case kQ4_1: return 20;
+    case kQ5_0: return 22;
+    case kQ5_1: return 24;
     default: return 0;
   }
 }
 
-// Elements per block: 256, or IQ4_NL's 32.
-TESSERA_HD int block_elems(uint32_t type) { return type == kIQ4NL ? kSub : kSuper; }
+// Elements per block: 256, or 32 for IQ4_NL, Q4_1, Q5_0 and Q5_1.
+TESSERA_HD int block_elems(uint32_t type) {
+  return type == kIQ4NL || type == kQ4_1 || type == kQ5_0 || type == kQ5_1 ? kSub : kSuper;
+}
 
 TESSERA_HD float half_bits(const uint8_t* p) {
   const auto h = static_cast<uint16_t>(p[0] | (p[1] << 8));
@@ -151,6 +157,18 @@ TESSERA_HD int quant(const uint8_t* b, uint32_t type, int j, int l) {
       const uint8_t* qs = type == kIQ4NL ? b + 2 : b + 8 + 16 * j;
       return iq4_value(l < 16 ? qs[l] & 0x0f : qs[l - 16] >> 4);
     }
+    case kQ4_1:
+    case kQ5_0:
+    case kQ5_1: {
+      // Nibbles as Q4_0's; Q5's fifth bit of element l is bit l of qh (LE).
+      const uint8_t* qs = b + (type == kQ4_1 ? 4 : type == kQ5_0 ? 6 : 8);
+      int q = l < 16 ? qs[l] & 0x0f : qs[l - 16] >> 4;
+      if (type != kQ4_1) {
+        const uint8_t* qh = b + (type == kQ5_0 ? 2 : 4);
+        q |= ((qh[l / 8] >> (l % 8)) & 1) << 4;
+      }
+      return q;
+    }
     default: {
       // Q4_K / Q5_K: element e = 64 c + 32 k + l (j = 2c + k) is nibble k of
       // qs[32 c + l]; Q5_K's fifth bit is bit j of qh[l].
@@ -197,6 +215,15 @@ TESSERA_HD SubParams params(const uint8_t* b, uint32_t type, int j) {
     }
     case kIQ4NL:
       p.a0 = p.a1 = half_bits(b);
+      break;
+    case kQ4_1:
+    case kQ5_1:  // x = d q + m
+      p.a0 = p.a1 = half_bits(b);
+      p.b0 = p.b1 = -half_bits(b + 2);
+      break;
+    case kQ5_0:  // x = d (q - 16)
+      p.a0 = p.a1 = half_bits(b);
+      p.offset = 16;
       break;
     case kIQ4XS: {
       const int scales_h = b[2] | (b[3] << 8);

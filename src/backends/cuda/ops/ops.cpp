@@ -44,7 +44,8 @@ bool plain_float(const Tensor& t) { return is_float(t.type) && aligned_strides(t
 
 bool is_kquant(DType t) {
   return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K ||
-         t == DType::kQ6_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS;
+         t == DType::kQ6_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS || t == DType::kQ4_1 ||
+         t == DType::kQ5_0 || t == DType::kQ5_1;
 }
 
 // Q4_0 / Q8_0 / K-quants / IQ4 in plain GGUF blocks (not split): whole
