@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -50,12 +51,14 @@ class Context {
   // the front of a pipeline its own layers, the rest sent down the chain
   // without waiting); collect() waits for the oldest batch submitted and
   // makes its logits the ones logits(i) reads. Every rank runs the batches
-  // in the order submitted, so a batch sees the cells of those before it,
-  // and the cache may change in between (seq_rm, seq_cp act on the batches
-  // submitted after). A batch submit() refuses is not in flight (errors as
-  // decode's); one that fails on another rank throws from its collect(),
-  // its cells released. Without a pipeline submit() runs the whole batch.
-  // A K shift (seq_add) waits until no batch is in flight.
+  // in the order submitted, so a batch sees the cells of those before it.
+  // The cache may change in between (seq_rm, seq_cp act on the batches
+  // submitted after), but not the cells of a batch in flight. A batch
+  // submit() refuses is not in flight (errors as decode's); one that fails
+  // on another rank throws from its collect(), its cells released, and so
+  // does every batch submitted after it (they were built on its cells).
+  // Without a pipeline submit() runs the whole batch. A K shift (seq_add)
+  // waits until no batch is in flight; decode() refuses while any is.
   void submit(const Batch& batch);
   void collect();
   // Batches submitted and not yet collected.
@@ -120,7 +123,10 @@ class Context {
     std::vector<int64_t> cells;
     std::vector<std::pair<size_t, size_t>> passes;
     bool ghost = false;  // submit() failed after sending part of it: answers to drop
+    std::exception_ptr error;  // a batch before it failed: it fails too
   };
+  std::exception_ptr answer(Flight& f);
+  void drop_ghosts();
   int64_t pass_size(size_t n) const;
   void run_pass(const Batch& batch, size_t begin, size_t end, size_t out_row, Flight& f);
   void fill_inputs(const Batch& batch, size_t begin, size_t end, std::span<const int64_t> cells);

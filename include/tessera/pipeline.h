@@ -137,7 +137,9 @@ class Pipeline {
   // Waits for the answer to the oldest pass in flight and writes the last
   // rank's output (inputs.n_out rows) to `out`; throws the error of a rank
   // that failed it. Every pass sent gets one answer, output or error.
-  void receive_output(std::span<float> out);
+  // `context`: the context the pass was sent for (an answer for another is
+  // an error: each context collects its own passes, in order).
+  void receive_output(uint32_t context, std::span<float> out);
   size_t passes_in_flight() const { return in_flight_; }
   // send_pass, then receive_output.
   void pass(uint32_t context, const PassInputs& inputs, std::span<const float> hidden,
@@ -154,7 +156,7 @@ class Pipeline {
  private:
   void send_to(int to, std::vector<std::byte>&& message);
   void send_down(std::vector<std::byte>&& message);
-  void await_reply(std::span<float> out);
+  void await_reply(std::span<float> out, uint32_t context = 0);
 
   Transport& transport_;
   std::vector<LayerRange> ranges_;

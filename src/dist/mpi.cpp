@@ -48,6 +48,7 @@ constexpr int kTag = 7;
 constexpr auto kSpin = std::chrono::microseconds(50);
 constexpr auto kFirstNap = std::chrono::microseconds(50);
 constexpr auto kLongestNap = std::chrono::microseconds(400);
+constexpr auto kFlushLimit = std::chrono::seconds(10);
 
 class MpiTransport final : public Transport {
  public:
@@ -81,10 +82,17 @@ class MpiTransport final : public Transport {
     }
   }
 
+  // Waits up to kFlushLimit for the sends to leave: a peer that stopped
+  // receiving (gone, or stuck) must not hang this rank's exit.
   void flush() override {
     auto nap = kFirstNap;
+    const auto start = std::chrono::steady_clock::now();
     while (!sends_.empty()) {
       if (reap()) continue;
+      if (std::chrono::steady_clock::now() - start > kFlushLimit) {
+        fail(ErrorCategory::kDevice, "[mpi] {} messages to other ranks not delivered after {} s",
+             sends_.size(), std::chrono::duration_cast<std::chrono::seconds>(kFlushLimit).count());
+      }
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, kLongestNap);
     }

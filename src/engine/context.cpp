@@ -166,6 +166,11 @@ Context::Plan& Context::plan_for(int64_t n_tokens, int64_t n_kv, int64_t n_out) 
 }
 
 void Context::decode(const Batch& batch) {
+  drop_ghosts();
+  if (!flights_.empty()) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[context] decode with {} batches in flight: collect them first", flights_.size());
+  }
   try {
     submit(batch);
   } catch (...) {
@@ -212,6 +217,7 @@ void Context::submit(const Batch& batch) {
     }
     n_logits += batch.want_logits[i] != 0 ? 1 : 0;
   }
+  if (cache_->has_shift()) drop_ghosts();
   if (cache_->has_shift() && !flights_.empty()) {
     fail(ErrorCategory::kInvalidArgument,
          "[context] a K shift (seq_add) waits for the {} batches in flight: collect them first",
@@ -228,6 +234,7 @@ void Context::submit(const Batch& batch) {
   f.logit_row.assign(n, -1);
   f.passes.clear();
   f.ghost = false;
+  f.error = nullptr;
   int32_t row = 0;
   for (size_t i = 0; i < n; ++i) {
     if (batch.want_logits[i] != 0) f.logit_row[i] = row++;
@@ -258,36 +265,51 @@ void Context::submit(const Batch& batch) {
   flights_.push_back(std::move(f));
 }
 
-void Context::collect() {
-  const auto t0 = std::chrono::steady_clock::now();
+// The answers to every pass of a flight, in order; the first error once all
+// of them are in.
+std::exception_ptr Context::answer(Flight& f) {
   Pipeline* pipeline = front_pipeline();
-  // The answers to every pass of a flight, in order; the first error once
-  // all of them are in.
-  const auto answer = [&](Flight& f) -> std::exception_ptr {
-    std::exception_ptr error;
-    const auto w = static_cast<size_t>(output_width());
-    for (const auto& [out_row, n_out] : f.passes) {
-      try {
-        pipeline->receive_output(std::span(f.logits).subspan(out_row * w, n_out * w));
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
+  std::exception_ptr error;
+  const auto w = static_cast<size_t>(output_width());
+  for (const auto& [out_row, n_out] : f.passes) {
+    try {
+      pipeline->receive_output(pipeline_context_, std::span(f.logits).subspan(out_row * w, n_out * w));
+    } catch (...) {
+      if (!error) error = std::current_exception();
     }
-    return error;
-  };
+  }
+  return error;
+}
+
+// Batches whose submit() failed after part of them was sent: their answers
+// come before the next batch's and are dropped.
+void Context::drop_ghosts() {
   while (!flights_.empty() && flights_.front().ghost) {
     answer(flights_.front());
     spare_.push_back(std::move(flights_.front()));
     flights_.erase(flights_.begin());
   }
+}
+
+void Context::collect() {
+  const auto t0 = std::chrono::steady_clock::now();
+  drop_ghosts();
   if (flights_.empty()) {
     fail(ErrorCategory::kInvalidArgument, "[context] collect with no batch in flight");
   }
   Flight f = std::move(flights_.front());
   flights_.erase(flights_.begin());
-  const std::exception_ptr error = f.passes.empty() ? nullptr : answer(f);
+  std::exception_ptr error = f.passes.empty() ? nullptr : answer(f);
+  if (!error && f.error) error = f.error;
   if (error) {
+    // The batches behind this one were built on its cells (a sequence's
+    // next tokens see its rows), which the failing rank never wrote: they
+    // fail too, each at its own collect.
+    for (Flight& later : flights_) {
+      if (!later.error) later.error = error;
+    }
     cache_->release(f.cells);
+    logits_.clear();
     logit_row_.assign(f.logit_row.size(), -1);
     spare_.push_back(std::move(f));
     std::rethrow_exception(error);
@@ -313,8 +335,13 @@ void Context::run_pass(const Batch& batch, size_t begin, size_t end, size_t out_
     // and the answer is read by collect().
     hidden_.resize(static_cast<size_t>(n * model_.hparams().n_embd));
     read_output(plan, pass_, hidden_.data());
-    pipeline->send_pass(pipeline_context_, pass_, hidden_);
     f.passes.emplace_back(out_row, static_cast<size_t>(pass_.n_out));
+    try {
+      pipeline->send_pass(pipeline_context_, pass_, hidden_);
+    } catch (...) {
+      f.passes.pop_back();  // not sent: no answer will come
+      throw;
+    }
   } else if (pass_.n_out > 0) {
     read_output(plan, pass_, f.logits.data() + out_row * static_cast<size_t>(output_width()));
   }

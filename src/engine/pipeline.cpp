@@ -224,13 +224,17 @@ void Pipeline::send_down(std::vector<std::byte>&& message) { send_to(rank() + 1,
 
 // The last rank's answer to a command: kOk, kOutput (copied to `out`, which
 // must be its size) or kError (thrown).
-void Pipeline::await_reply(std::span<float> out) {
+void Pipeline::await_reply(std::span<float> out, uint32_t context) {
   const int last = size() - 1;
   transport_.recv(last, reply_);
   Reader r(reply_, last);
   const auto kind = r.get<Kind>();
-  r.get<uint32_t>();
+  const auto id = r.get<uint32_t>();
   if (kind == Kind::kError) fail(ErrorCategory::kDevice, "{}", r.get_text());
+  if (context != 0 && id != context) {
+    fail(ErrorCategory::kDevice, "[pipeline] an answer for context {} where context {} waits", id,
+         context);
+  }
   if (kind == Kind::kOk && out.empty()) return;
   if (kind != Kind::kOutput) {
     fail(ErrorCategory::kDevice, "[pipeline] rank {} answered with message kind {}", last,
@@ -285,16 +289,16 @@ void Pipeline::send_pass(uint32_t context, const PassInputs& inputs, std::span<c
   ++in_flight_;
 }
 
-void Pipeline::receive_output(std::span<float> out) {
+void Pipeline::receive_output(uint32_t context, std::span<float> out) {
   TESSERA_CHECK(in_flight_ > 0, "no pass in flight");
   --in_flight_;  // answered, output or error
-  await_reply(out);
+  await_reply(out, context);
 }
 
 void Pipeline::pass(uint32_t context, const PassInputs& inputs, std::span<const float> hidden,
                     std::span<float> out) {
   send_pass(context, inputs, hidden);
-  receive_output(out);
+  receive_output(context, out);
 }
 
 void Pipeline::shift(uint32_t context, std::span<const int32_t> shifts) {

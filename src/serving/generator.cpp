@@ -403,6 +403,8 @@ bool Generator::step() {
   if (batch_.size() > 0) {
     try {
       context_.submit(batch_);
+      // Tokens are handled in slot order, as with one batch a step.
+      std::sort(in_batch.begin(), in_batch.end(), [](const Slot* a, const Slot* b) { return a->id < b->id; });
       for (Slot* s : in_batch) s->in_flight = true;
       flights_.push_back(std::move(in_batch));
       submitted = true;
@@ -632,7 +634,10 @@ void Generator::run_tasks() {
     std::lock_guard lock(mutex_);
     tasks.swap(tasks_);
   }
-  if (!tasks.empty()) drain();
+  // The batches in flight come back first (sampled: their requests go on).
+  if (!tasks.empty()) {
+    while (!flights_.empty()) collect(/*sample=*/true);
+  }
   for (auto& t : tasks) t();
 }
 

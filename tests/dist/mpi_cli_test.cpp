@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -89,6 +90,8 @@ TEST_P(MpiRun, PerplexityEqualsOneProcess) {
   EXPECT_EQ(split.out, one.out);
 }
 
+pid_t find_rank(const std::string& marker, int rank);
+
 // The server on a pipeline keeps several groups of slots in flight; four
 // concurrent streams each get the text they get alone from one process.
 TEST_P(MpiRun, ServeGivesConcurrentStreamsTheirSoloText) {
@@ -108,7 +111,8 @@ TEST_P(MpiRun, ServeGivesConcurrentStreamsTheirSoloText) {
   }
   std::vector<std::string> mpi = {std::string(TESSERA_MPIEXEC), "--allow-run-as-root",
                                   "--oversubscribe", "-np", std::to_string(GetParam())};
-  ServerProcess split({"-m", stories(), "-np", "4", "-c", "512"}, mpi);
+  const std::string marker = "serve-mark-" + std::to_string(::getpid()) + "-" + std::to_string(GetParam());
+  ServerProcess split({"-m", stories(), "-np", "4", "-c", "8192", "--alias", marker}, mpi);
   std::vector<std::future<std::string>> streams;
   for (const std::string& p : prompts) {
     streams.push_back(std::async(std::launch::async, [&, p] { return complete(split, p); }));
@@ -125,7 +129,35 @@ TEST_P(MpiRun, ServeGivesConcurrentStreamsTheirSoloText) {
   ASSERT_TRUE(r);
   EXPECT_NE(r->status, 200);
   EXPECT_NE(r->body.find("split across"), std::string::npos) << r->body;
-  EXPECT_NE(split.terminate(), -1) << "mpirun did not end the job";
+  // SIGTERM to rank 0 (as its "ready" line says): it finishes the stream in
+  // flight (its last chunk and [DONE]), then stops the workers, and the job
+  // ends cleanly. (mpirun's own SIGTERM ends the job at once: Open MPI's way.)
+  std::string raw;
+  std::atomic<bool> started{false};
+  std::thread stream([&] {
+    httplib::Client c = split.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = R"({"prompt":"Once upon a time","max_tokens":1900,"ignore_eos":true,"stream":true})";
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      raw.append(data, n);
+      started = true;
+      return true;
+    };
+    c.send(req);
+  });
+  for (int i = 0; i < 500 && !started; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  const pid_t rank0 = find_rank(marker, 0);
+  ASSERT_NE(rank0, 0);
+  EXPECT_NE(split.log().find("SIGTERM to rank 0 (pid " + std::to_string(rank0) + ")"), std::string::npos)
+      << split.log();
+  ::kill(rank0, SIGTERM);
+  stream.join();
+  EXPECT_EQ(split.wait_exit(), 0) << split.log();
+  EXPECT_NE(raw.find("\"finish_reason\""), std::string::npos) << raw.substr(0, 400);
+  EXPECT_NE(raw.find("data: [DONE]"), std::string::npos) << raw.substr(raw.size() > 400 ? raw.size() - 400 : 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Ranks, MpiRun, ::testing::Values(2, 3),

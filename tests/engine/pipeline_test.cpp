@@ -242,6 +242,8 @@ TEST(PipelineThreads, BatchesInFlightEqualOneAtATime) {
     a.submit(p0);
     a.submit(p1);
     EXPECT_EQ(a.in_flight(), 2u);
+    // Sent without waiting: 100 tokens as passes of 32, 32, 32, 4; 40 as 32, 8.
+    EXPECT_EQ(pipeline.front().pipeline()->passes_in_flight(), 6u);
     check(w0, "prompt of 100");
     check(w1, "second prompt");
     EXPECT_EQ(a.in_flight(), 0u);

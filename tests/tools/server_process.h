@@ -98,6 +98,10 @@ class ServerProcess {
   // SIGTERM, then the exit code (-1 if it did not exit within `seconds`).
   int terminate(int seconds = 20) {
     kill(pid_, SIGTERM);
+    return wait_exit(seconds);
+  }
+  // The exit code once it ends by itself (-1 if not within `seconds`).
+  int wait_exit(int seconds = 20) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
     while (std::chrono::steady_clock::now() < deadline) {
       if (exited()) return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);

@@ -4,6 +4,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -96,8 +97,15 @@ int serve(ServeFlags& o) {
   }
   l->generator.start();
   http.attach(l->model.tokenizer, l->generator, l->embedder, l->chat);
-  fmt::print(stderr, "ready: {} slots of {} cells; Ctrl-C stops\n", l->generator.n_slots(),
-             l->generator.slot_ctx());
+  if (o.model.world != nullptr && o.model.world->size() > 1) {
+    // mpirun ends the whole job at once on Ctrl-C; rank 0 itself stops
+    // gracefully (the workers leave signals to it).
+    fmt::print(stderr, "ready: {} slots of {} cells; SIGTERM to rank 0 (pid {}) stops it\n",
+               l->generator.n_slots(), l->generator.slot_ctx(), ::getpid());
+  } else {
+    fmt::print(stderr, "ready: {} slots of {} cells; Ctrl-C stops\n", l->generator.n_slots(),
+               l->generator.slot_ctx());
+  }
   std::fflush(stderr);
 
   int sig = 0;

@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -155,6 +157,16 @@ LoadedModel load_stage(const ModelFlags& flags, serving::LoadOptions o) {
 }  // namespace
 
 int serve_stage(const ModelFlags& flags) {
+  // A worker ends when rank 0 stops the pipeline. mpirun passes Ctrl-C and
+  // SIGTERM to every rank; they are rank 0's to act on (it finishes or
+  // cancels what runs, then sends stop), so a worker does not die under a
+  // pass rank 0 still waits for. (A rank 0 that dies still ends the job:
+  // mpirun kills the rest.)
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   LoadedModel lm = load_model(flags);
   lm.model->pipeline()->serve(*lm.model);
   return 0;
