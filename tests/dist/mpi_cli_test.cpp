@@ -80,6 +80,18 @@ TEST_P(MpiRun, ParallelSequencesEqualOneProcess) {
   EXPECT_EQ(split.out, one.out);
 }
 
+TEST_P(MpiRun, ChatRepliesEqualOneProcess) {
+  // mpirun hands stdin to rank 0, which runs the conversation.
+  const std::string in = "printf 'Hello\\nTell me a story\\n' | ";
+  const std::string args = "chat -m " + stories() + " --temp 0 -n 24";
+  const CommandResult one = run_command(in + tessera(args));
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const CommandResult split = run_command(in + mpirun(GetParam(), args));
+  ASSERT_EQ(split.exit_code, 0) << split.err;
+  EXPECT_FALSE(one.out.empty());
+  EXPECT_EQ(split.out, one.out);
+}
+
 TEST_P(MpiRun, PerplexityEqualsOneProcess) {
   const std::string args = "perplexity -m " + stories() + " -f " + story() + " -c 128 -b 48";
   const CommandResult one = run_command(tessera(args));

@@ -150,11 +150,13 @@ int chat_loop(const ChatFlags& f) {
 
 }  // namespace
 
-Runner add_chat(CLI::App& app) {
+Runner add_chat(CLI::App& app, const MpiWorld& world) {
   auto f = std::make_shared<ChatFlags>();
   CLI::App* cmd = app.add_subcommand("chat", "Chat with a model in the terminal");
   cmd->footer("Type a message and Enter. /reset starts over, /exit quits; Ctrl-C stops a reply.");
+  f->model.world = &world;
   add_model_flags(*cmd, f->model);
+  add_split_flags(*cmd, f->model);
   cmd->add_option("-c,--ctx-size", f->n_ctx, "Context size (0: the model's, at most 4096)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));
@@ -169,7 +171,11 @@ Runner add_chat(CLI::App& app) {
                   "Built-in template instead of the model's: " + serving::ChatRenderer::builtin_names());
   add_cache_type_flags(*cmd, f->cache_types);
   add_sampling_flags(*cmd, f->sampling, "turn i uses seed + i");
-  return [f]() { return chat_loop(*f); };
+  return [f]() {
+    // Under mpirun, rank 0 reads the terminal (mpirun gives stdin to it).
+    if (is_worker(f->model)) return serve_stage(f->model);
+    return chat_loop(*f);
+  };
 }
 
 }  // namespace tessera::cli

@@ -25,6 +25,6 @@ Runner add_bench(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_quantize(CLI::App& app);
 Runner add_serve(CLI::App& app, const MpiWorld& world);
-Runner add_chat(CLI::App& app);
+Runner add_chat(CLI::App& app, const MpiWorld& world);
 
 }  // namespace tessera::cli

@@ -69,6 +69,7 @@ int main(int argc, char** argv) {
   add_split(tessera::cli::add_run);
   add_split(tessera::cli::add_perplexity);
   add_split(tessera::cli::add_serve);
+  add_split(tessera::cli::add_chat);
   add(tessera::cli::add_tokenize);
   add(tessera::cli::add_inspect);
   add(tessera::cli::add_devices);
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   add(tessera::cli::add_synth);
   add(tessera::cli::add_quantize);
 
-  add(tessera::cli::add_chat);
+
 
   try {
     app.parse(argc, argv);
@@ -107,7 +108,7 @@ int main(int argc, char** argv) {
           std::find(split_commands.begin(), split_commands.end(), sub) == split_commands.end()) {
         if (front) {
           fmt::print(stderr, "tessera: error: [mpi] '{}' runs in one process; of the commands, "
-                     "run, perplexity and serve run across MPI ranks\n", sub->get_name());
+                     "run, perplexity, serve and chat run across MPI ranks\n", sub->get_name());
         }
         return 1;
       }
