@@ -13,10 +13,10 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
+
+#include "backends/cuda/ops/quant_blocks.cuh"
 
 #if defined(__CUDACC__)
-#include <cuda_fp16.h>
 #define TESSERA_HD __host__ __device__ __forceinline__
 #else
 #define TESSERA_HD inline
@@ -54,34 +54,6 @@ TESSERA_HD int block_bytes(uint32_t type) {
 // Elements per block: 256, or 32 for IQ4_NL, Q4_1, Q5_0 and Q5_1.
 TESSERA_HD int block_elems(uint32_t type) {
   return type == kIQ4NL || type == kQ4_1 || type == kQ5_0 || type == kQ5_1 ? kSub : kSuper;
-}
-
-TESSERA_HD float half_bits(const uint8_t* p) {
-  const auto h = static_cast<uint16_t>(p[0] | (p[1] << 8));
-#if defined(__CUDA_ARCH__)
-  return __half2float(__ushort_as_half(h));
-#else
-  // IEEE binary16 -> binary32: sign, exponent rebias, subnormals normalized.
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {
-    exp = 113;
-    while ((man & 0x400u) == 0) {
-      man <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((man & 0x3ffu) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-#endif
 }
 
 // Sum of four int8 products packed in two words (dp4a on the GPU).
@@ -191,7 +163,7 @@ TESSERA_HD SubParams params(const uint8_t* b, uint32_t type, int j) {
   SubParams p{};
   switch (type) {
     case kQ2K: {
-      const float d = half_bits(b + 80), dmin = half_bits(b + 82);
+      const float d = qb::half_to_float(b + 80), dmin = qb::half_to_float(b + 82);
       const int s0 = b[2 * j], s1 = b[2 * j + 1];
       p.a0 = d * static_cast<float>(s0 & 15);
       p.a1 = d * static_cast<float>(s1 & 15);
@@ -200,42 +172,42 @@ TESSERA_HD SubParams params(const uint8_t* b, uint32_t type, int j) {
       break;
     }
     case kQ3K: {
-      const float d = half_bits(b + 108);
+      const float d = qb::half_to_float(b + 108);
       p.a0 = d * static_cast<float>(q3_scale(b, 2 * j));
       p.a1 = d * static_cast<float>(q3_scale(b, 2 * j + 1));
       p.offset = 4;
       break;
     }
     case kQ6K: {
-      const float d = half_bits(b + 208);
+      const float d = qb::half_to_float(b + 208);
       p.a0 = d * static_cast<float>(static_cast<int8_t>(b[192 + 2 * j]));
       p.a1 = d * static_cast<float>(static_cast<int8_t>(b[192 + 2 * j + 1]));
       p.offset = 32;
       break;
     }
     case kIQ4NL:
-      p.a0 = p.a1 = half_bits(b);
+      p.a0 = p.a1 = qb::half_to_float(b);
       break;
     case kQ4_1:
     case kQ5_1:  // x = d q + m
-      p.a0 = p.a1 = half_bits(b);
-      p.b0 = p.b1 = -half_bits(b + 2);
+      p.a0 = p.a1 = qb::half_to_float(b);
+      p.b0 = p.b1 = -qb::half_to_float(b + 2);
       break;
     case kQ5_0:  // x = d (q - 16)
-      p.a0 = p.a1 = half_bits(b);
+      p.a0 = p.a1 = qb::half_to_float(b);
       p.offset = 16;
       break;
     case kIQ4XS: {
       const int scales_h = b[2] | (b[3] << 8);
       const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 0x0f) | (((scales_h >> (2 * j)) & 3) << 4);
-      p.a0 = p.a1 = half_bits(b) * static_cast<float>(ls - 32);
+      p.a0 = p.a1 = qb::half_to_float(b) * static_cast<float>(ls - 32);
       break;
     }
     default: {  // Q4_K, Q5_K
       int sc, m;
       scale_min(b + 4, j, sc, m);
-      p.a0 = p.a1 = half_bits(b) * static_cast<float>(sc);
-      p.b0 = p.b1 = half_bits(b + 2) * static_cast<float>(m);
+      p.a0 = p.a1 = qb::half_to_float(b) * static_cast<float>(sc);
+      p.b0 = p.b1 = qb::half_to_float(b + 2) * static_cast<float>(m);
       break;
     }
   }

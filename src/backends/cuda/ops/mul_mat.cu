@@ -137,18 +137,19 @@ void launch(cudaStream_t s, const SplitQ& w, const int8_t* xq, const float2* xds
   mmv_kernel<kType, kCols><<<blocks, kWarpsPerBlock * kWarp, 0, s>>>(w, xq, xds, y, ys);
 }
 
-template <uint32_t kType>
-void launch_type(cudaStream_t s, const SplitQ& w, const int8_t* xq, const float2* xds, float* y,
-                 int64_t ys, int n) {
+// f.template operator()<C>() for C = n (1..kMaxMmvColumns): the column
+// count as a template argument, so each kernel keeps its accumulators in registers.
+template <class F>
+void by_columns(int n, F&& f) {
   switch (n) {
-    case 1: launch<kType, 1>(s, w, xq, xds, y, ys); break;
-    case 2: launch<kType, 2>(s, w, xq, xds, y, ys); break;
-    case 3: launch<kType, 3>(s, w, xq, xds, y, ys); break;
-    case 4: launch<kType, 4>(s, w, xq, xds, y, ys); break;
-    case 5: launch<kType, 5>(s, w, xq, xds, y, ys); break;
-    case 6: launch<kType, 6>(s, w, xq, xds, y, ys); break;
-    case 7: launch<kType, 7>(s, w, xq, xds, y, ys); break;
-    default: launch<kType, 8>(s, w, xq, xds, y, ys); break;
+    case 1: f.template operator()<1>(); break;
+    case 2: f.template operator()<2>(); break;
+    case 3: f.template operator()<3>(); break;
+    case 4: f.template operator()<4>(); break;
+    case 5: f.template operator()<5>(); break;
+    case 6: f.template operator()<6>(); break;
+    case 7: f.template operator()<7>(); break;
+    default: f.template operator()<8>(); break;
   }
 }
 
@@ -180,9 +181,9 @@ void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t 
   float2* xds = nullptr;
   quantize_columns(s, x, x_stride, w.k, n_cols, scratch, xq, xds);
   if (w.type == kQ4_0) {
-    launch_type<kQ4_0>(s, w, xq, xds, y, y_stride, n_cols);
+    by_columns(n_cols, [&]<int C>() { launch<kQ4_0, C>(s, w, xq, xds, y, y_stride); });
   } else {
-    launch_type<kQ8_0>(s, w, xq, xds, y, y_stride, n_cols);
+    by_columns(n_cols, [&]<int C>() { launch<kQ8_0, C>(s, w, xq, xds, y, y_stride); });
   }
 }
 
@@ -192,16 +193,7 @@ void mul_mat_vec_kquant(cudaStream_t s, const Arr& w, const float* x, int64_t x_
   int8_t* xq = nullptr;
   float2* xds = nullptr;
   quantize_columns(s, x, x_stride, w.ne[0], n_cols, scratch, xq, xds);
-  switch (n_cols) {
-    case 1: launch_kquant<1>(s, w, xq, xds, y, y_stride); break;
-    case 2: launch_kquant<2>(s, w, xq, xds, y, y_stride); break;
-    case 3: launch_kquant<3>(s, w, xq, xds, y, y_stride); break;
-    case 4: launch_kquant<4>(s, w, xq, xds, y, y_stride); break;
-    case 5: launch_kquant<5>(s, w, xq, xds, y, y_stride); break;
-    case 6: launch_kquant<6>(s, w, xq, xds, y, y_stride); break;
-    case 7: launch_kquant<7>(s, w, xq, xds, y, y_stride); break;
-    default: launch_kquant<8>(s, w, xq, xds, y, y_stride); break;
-  }
+  by_columns(n_cols, [&]<int C>() { launch_kquant<C>(s, w, xq, xds, y, y_stride); });
 }
 
 }  // namespace tessera::cuda::k

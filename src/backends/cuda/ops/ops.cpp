@@ -297,6 +297,18 @@ void gemm(const OpContext& ctx, const Tensor& node, const void* w, DType w_type,
   }
 }
 
+// Decode: x made contiguous f32 if it is not, then `launch(x, n, scratch)`
+// with mul_mat_vec_scratch bytes for the quantized columns.
+template <class Launch>
+void mat_vec(const OpContext& ctx, const Tensor& x, Launch launch) {
+  const auto n = static_cast<int>(x.n_rows());
+  const bool direct = x.type == DType::kF32 && x.is_contiguous();
+  Scratch xs(*ctx.pool, direct ? 0 : static_cast<size_t>(x.n_elements()) * sizeof(float));
+  const void* xf = direct ? x.data : staged(ctx, x, DType::kF32, xs).data;
+  Scratch qs(*ctx.pool, k::mul_mat_vec_scratch(x.ne[0], n));
+  launch(static_cast<const float*>(xf), n, qs.get());
+}
+
 void mul_mat(const OpContext& ctx, const Tensor& node) {
   const Tensor& w = *node.src[0];
   const Tensor& x = *node.src[1];
@@ -308,14 +320,11 @@ void mul_mat(const OpContext& ctx, const Tensor& node) {
     const k::SplitQ q = split_of(w);
     const int64_t cols = x.n_rows();
     if (cols <= k::kMaxMmvColumns && w.ne[2] == 1 && w.ne[3] == 1) {
-      // Decode: the weights read once for every column (x made contiguous f32 first if needed).
-      const auto n = static_cast<int>(cols);
-      const bool direct = x.type == DType::kF32 && x.is_contiguous();
-      Scratch xs(*ctx.pool, direct ? 0 : static_cast<size_t>(x.n_elements()) * sizeof(float));
-      const void* xf = direct ? x.data : staged(ctx, x, DType::kF32, xs).data;
-      Scratch qs(*ctx.pool, k::mul_mat_vec_scratch(x.ne[0], n));
-      k::mul_mat_vec_split(ctx.stream, q, static_cast<const float*>(xf), x.ne[0],
-                           static_cast<float*>(node.data), node.ne[0], n, qs.get());
+      // Decode: the weights read once for every column.
+      mat_vec(ctx, x, [&](const float* xf, int n, void* qs) {
+        k::mul_mat_vec_split(ctx.stream, q, xf, x.ne[0], static_cast<float*>(node.data),
+                             node.ne[0], n, qs);
+      });
       return;
     }
     // Prefill: the weights dequantized to f16 once per node, then cuBLAS.
@@ -329,13 +338,10 @@ void mul_mat(const OpContext& ctx, const Tensor& node) {
   }
   if (kquant_mmv(w, x)) {
     // Decode on K-quant weights: read in place, the columns quantized once.
-    const auto n = static_cast<int>(x.n_rows());
-    const bool direct = x.type == DType::kF32 && x.is_contiguous();
-    Scratch xs(*ctx.pool, direct ? 0 : static_cast<size_t>(x.n_elements()) * sizeof(float));
-    const void* xf = direct ? x.data : staged(ctx, x, DType::kF32, xs).data;
-    Scratch qs(*ctx.pool, k::mul_mat_vec_scratch(x.ne[0], n));
-    k::mul_mat_vec_kquant(ctx.stream, arr(w), static_cast<const float*>(xf), x.ne[0],
-                          static_cast<float*>(node.data), node.ne[0], n, qs.get());
+    mat_vec(ctx, x, [&](const float* xf, int n, void* qs) {
+      k::mul_mat_vec_kquant(ctx.stream, arr(w), xf, x.ne[0], static_cast<float*>(node.data),
+                            node.ne[0], n, qs);
+    });
     return;
   }
   if (plain_blocks(w)) {

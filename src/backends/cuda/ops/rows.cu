@@ -79,49 +79,39 @@ __global__ void set_rows_kernel(Arr values, Arr ids, Arr dst, int* bad) {
   }
 }
 
-// Rows of f32 values into Q4_0 / Q8_0 rows of dst (a quantized KV cache):
-// one thread per destination block, quantized as the CPU quantizes.
-__global__ void set_rows_blocks_kernel(Arr values, Arr ids, Arr dst, int* bad) {
-  const int64_t per_row = values.ne[0] / kQK;
-  TESSERA_GRID_LOOP(i, values.n() / kQK) {
-    const int64_t blk = i % per_row;
-    int64_t r = i / per_row;
-    const int64_t i1 = r % values.ne[1];
-    r /= values.ne[1];
-    const int64_t i2 = r % values.ne[2], i3 = r / values.ne[2];
-    const int64_t row = load_id(ids, i1, i2 % ids.ne[1], i3 % ids.ne[2]);
-    if (!in_range(row, dst.ne[1], bad)) continue;
-    float x[kQK];
-    const auto* src = reinterpret_cast<const float*>(at(values, blk * kQK, i1, i2, i3));
+// Block b of row (i1, i2, i3) of f32 `src` (contiguous along dim 0) quantized
+// into `out`, a Q4_0 or Q8_0 block, as the CPU quantizes.
+__device__ __forceinline__ void quantize_block(const Arr& src, int64_t b, int64_t i1, int64_t i2,
+                                               int64_t i3, uint32_t type, char* out) {
+  float x[kQK];
+  const auto* p = reinterpret_cast<const float*>(at(src, b * kQK, i1, i2, i3));
 #pragma unroll
-    for (int j = 0; j < kQK; ++j) x[j] = src[j];
-    auto* out = reinterpret_cast<uint8_t*>(at(dst, blk, row, i2, i3));
-    if (dst.type == kQ8_0) {
-      qb::quantize_q8_0(x, out);
-    } else {
-      qb::quantize_q4_0(x, out);
-    }
+  for (int j = 0; j < kQK; ++j) x[j] = p[j];
+  if (type == kQ8_0) {
+    qb::quantize_q8_0(x, reinterpret_cast<uint8_t*>(out));
+  } else {
+    qb::quantize_q4_0(x, reinterpret_cast<uint8_t*>(out));
   }
 }
 
+// Rows of f32 values into Q4_0 / Q8_0 rows of dst (a quantized KV cache):
+// one thread per destination block.
+__global__ void set_rows_blocks_kernel(Arr values, Arr ids, Arr dst, int* bad) {
+  const int64_t blocks[4] = {values.ne[0] / kQK, values.ne[1], values.ne[2], values.ne[3]};
+  TESSERA_GRID_LOOP(i, values.n() / kQK) {
+    const Index x = unflatten(i, blocks);
+    const int64_t row = load_id(ids, x.i1, x.i2 % ids.ne[1], x.i3 % ids.ne[2]);
+    if (!in_range(row, dst.ne[1], bad)) continue;
+    quantize_block(values, x.i0, x.i1, x.i2, x.i3, dst.type, at(dst, x.i0, row, x.i2, x.i3));
+  }
+}
+
+// f32 a into the Q4_0 / Q8_0 blocks of d, same shape.
 __global__ void copy_to_blocks_kernel(Arr a, Arr d) {
-  const int64_t per_row = d.ne[0] / kQK;
+  const int64_t blocks[4] = {d.ne[0] / kQK, d.ne[1], d.ne[2], d.ne[3]};
   TESSERA_GRID_LOOP(i, d.n() / kQK) {
-    const int64_t blk = i % per_row;
-    int64_t r = i / per_row;
-    const int64_t i1 = r % d.ne[1];
-    r /= d.ne[1];
-    const int64_t i2 = r % d.ne[2], i3 = r / d.ne[2];
-    float x[kQK];
-    const auto* src = reinterpret_cast<const float*>(at(a, blk * kQK, i1, i2, i3));
-#pragma unroll
-    for (int j = 0; j < kQK; ++j) x[j] = src[j];
-    auto* out = reinterpret_cast<uint8_t*>(at(d, blk, i1, i2, i3));
-    if (d.type == kQ8_0) {
-      qb::quantize_q8_0(x, out);
-    } else {
-      qb::quantize_q4_0(x, out);
-    }
+    const Index x = unflatten(i, blocks);
+    quantize_block(a, x.i0, x.i1, x.i2, x.i3, d.type, at(d, x.i0, x.i1, x.i2, x.i3));
   }
 }
 
