@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "backends/cpu/kernels/amx/amx.h"
@@ -27,7 +28,6 @@ namespace tessera::cpu::amx {
 namespace {
 
 constexpr int kTile = 16;  // columns per A/C tile, rows per panel
-constexpr size_t kQsOffset = offsetof(block_q8_K, qs);
 
 #define TILE_C0 0
 #define TILE_C1 1
@@ -136,6 +136,84 @@ struct KMin {
 
 using Q4K = KMin<false>;
 using Q5K = KMin<true>;
+
+// Q4_K and Q5_K with the sub-block scales folded into the B tiles, so one
+// tile product sums all 8 sub-blocks of a block: sc_j (6 bits) = 8 h_j + l_j,
+// h_j and l_j in [0, 7], and q h_j, q l_j (<= 31 * 7 = 217) are still u8. Per
+// 64 k (two sub-blocks, a full-K tile) two B tiles, q h and q l; C_h and C_l
+// take a block's four 64-k chunks, and isum = 8 C_h + C_l = sum_j sc_j D_j,
+// the same integer as KMin's (|C| <= 256 * 128 * 217 < 2^23). A block then
+// leaves two C tiles for the epilogue instead of eight, and no per-sub-block
+// multiply is left there. The mins as KMin's.
+template <bool kFifth>
+struct KMinFolded {
+  static constexpr bool kFolded = true;
+  static constexpr int kSub = 4, kSubK = 64, kPairs = 4;  // kSub: 64-k chunks
+  static constexpr size_t kScaleBytes = 4, kQuantBytes = kFifth ? 172 : 140;
+  static constexpr int kQs = kFifth ? 11 : 3;
+  static constexpr bool kDmin = true;
+  struct alignas(64) U {
+    __m512i pairs[kPairs];
+    uint8_t b[2][kSub][1024];  // [h, l][chunk]: B tiles of 16 rows x 64 bytes
+  };
+  static void unpack(const uint8_t*, const uint8_t* q, U& u) {
+    const __m512i s0 = load(q), s1 = load(q + 64), s2 = load(q + 128);
+    const __m512i m6 = _mm512_set1_epi32(0x3F3F3F3F), m4 = _mm512_set1_epi32(0x0F0F0F0F);
+    const __m512i m30 = _mm512_set1_epi32(0x30303030), m7 = _mm512_set1_epi32(0x07070707);
+    const __m512i sc[2] = {
+        _mm512_and_si512(s0, m6),
+        _mm512_or_si512(_mm512_and_si512(s2, m4),
+                        _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30))};
+    const __m512i mn[2] = {
+        _mm512_and_si512(s1, m6),
+        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4),
+                        _mm512_and_si512(_mm512_srli_epi32(s1, 2), m30))};
+    const __m512i lo16 = _mm512_set1_epi32(0x00FF00FF);
+    for (int h = 0; h < 2; ++h) {
+      u.pairs[2 * h] = _mm512_and_si512(mn[h], lo16);
+      u.pairs[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi32(mn[h], 8), lo16);
+    }
+    // Sub-block j's two multipliers in both 16-bit halves of each row's lane.
+    __m512i mul[2][8];
+    for (int j = 0; j < 8; ++j) {
+      const __m512i v = byte_u(sc[j / 4], j % 4);
+      const __m512i hv = _mm512_srli_epi32(v, 3), lv = _mm512_and_si512(v, m7);
+      mul[0][j] = _mm512_or_si512(hv, _mm512_slli_epi32(hv, 16));
+      mul[1][j] = _mm512_or_si512(lv, _mm512_slli_epi32(lv, 16));
+    }
+    // Bytes times a per-lane multiplier (products <= 217: no carry between bytes).
+    const __m512i even = _mm512_set1_epi32(0x00FF00FF), odd = _mm512_set1_epi32(0xFF00FF00);
+    const auto scaled = [&](__m512i w, __m512i m) {
+      return _mm512_or_si512(_mm512_mullo_epi16(_mm512_and_si512(w, even), m),
+                             _mm512_mullo_epi16(_mm512_and_si512(w, odd), m));
+    };
+    const __m512i m10 = _mm512_set1_epi32(0x10101010);
+    for (int t = 0; t < 8; ++t) {
+      __m512i qh = kFifth ? load(q + 64 * (3 + t)) : _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (chunk p, B rows t) and 2p + 1 (rows 8 + t)
+        const __m512i v = load(q + 64 * (kQs + 8 * p + t));
+        __m512i lo = _mm512_and_si512(v, m4);
+        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        if constexpr (kFifth) {
+          lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m10));
+          hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(qh, 3), m10));
+          qh = _mm512_srli_epi16(qh, 2);
+        }
+        for (int part = 0; part < 2; ++part) {
+          _mm512_store_si512(u.b[part][p] + 64 * t, scaled(lo, mul[part][2 * p]));
+          _mm512_store_si512(u.b[part][p] + 64 * (8 + t), scaled(hi, mul[part][2 * p + 1]));
+        }
+      }
+    }
+  }
+  static void act_pairs(const block_q8_K& x, int32_t* out) { KMin<kFifth>::act_pairs(x, out); }
+  static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512 dmin, float dx) {
+    return KMin<kFifth>::finish(acc, isum, corr, d, dmin, dx);
+  }
+};
+
+using Q4KF = KMinFolded<false>;
+using Q5KF = KMinFolded<true>;
 
 struct Q6K {
   static constexpr int kSub = 16, kSubK = 16, kPairs = 8;
@@ -330,30 +408,35 @@ constexpr bool narrow() {
   }
 }
 
-// Sub-block s of block b for one column tile into C tile `C`.
-#define TILE_SUB_DOT(C, A, B, s)                                                   \
-  do {                                                                             \
-    _tile_loadd(A, xb + kQsOffset + static_cast<size_t>(s) * Fmt::kSubK, stride); \
-    _tile_loadd(B, u.b[s], 64);                                                    \
-    _tile_zero(C);                                                                 \
-    _tile_dpbsud(C, A, B);                                                         \
+// Sub-block s of block b for one column tile into C tile `C`: A is the
+// tile's packed activations (kActBlock bytes a block, sub-block s's 16 rows
+// of kSubK bytes contiguous), so a load reads whole cache lines.
+#define TILE_SUB_DOT(C, A, B, s)                                              \
+  do {                                                                        \
+    _tile_loadd(A, xb + static_cast<size_t>(s) * kTile * Fmt::kSubK, Fmt::kSubK); \
+    _tile_loadd(B, u.b[s], 64);                                               \
+    _tile_zero(C);                                                            \
+    _tile_dpbsud(C, A, B);                                                    \
   } while (0)
 
-// One panel against one column tile of n columns at x (all blocks): out[j]
-// gets column j's 16 row outputs (masked to `keep`). Per block, every
-// sub-block's C goes to memory (four C tiles at a time), then each column
-// sums its sub-blocks in one register and finishes the block.
+// A column tile's activation bytes per 256-element block, packed for A tiles.
+constexpr size_t kActBlock = kTile * kQKK;
+
+// One panel against one column tile of n columns (xa: its packed
+// activations, all blocks): out[j] gets column j's 16 row outputs (masked to
+// `keep`). Per block, every sub-block's C goes to memory (four C tiles at a
+// time), then each column sums its sub-blocks in one register and finishes
+// the block.
 template <class Fmt, bool kFull>
 void column_tile(const uint8_t* scales, const typename Fmt::U* unpacked, int64_t blocks,
-                 const uint8_t* x, size_t x_stride, const float* dx, const int32_t* act, int n,
+                 const uint8_t* xa, const float* dx, const int32_t* act, int n,
                  float* const* out, __mmask16 keep) {
   alignas(64) int32_t c[Fmt::kSub][kTile * kTile];
-  const auto stride = static_cast<int64_t>(x_stride);
   __m512 acc[kTile];
   for (__m512& v : acc) v = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const typename Fmt::U& u = unpacked[b];
-    const uint8_t* xb = x + static_cast<size_t>(b) * sizeof(block_q8_K);
+    const uint8_t* xb = xa + static_cast<size_t>(b) * kActBlock;
     for (int s = 0; s < Fmt::kSub; s += 4) {
       TILE_SUB_DOT(TILE_C0, TILE_A0, TILE_B0, s);
       TILE_SUB_DOT(TILE_C1, TILE_A1, TILE_B1, s + 1);
@@ -399,33 +482,108 @@ void column_tile(const uint8_t* scales, const typename Fmt::U* unpacked, int64_t
 
 #undef TILE_SUB_DOT
 
+// A folded format's block blk against one column tile: C_h (C_H) and C_l
+// (C_L) over the block's four 64-k chunks, stored to ch / cl.
+#define TILE_FOLDED_BLOCK(C_H, C_L, blk, ch, cl)                                     \
+  do {                                                                               \
+    const typename Fmt::U& ub = unpacked[blk];                                       \
+    const uint8_t* xb = xa + static_cast<size_t>(blk) * kActBlock;                   \
+    _tile_zero(C_H);                                                                 \
+    _tile_zero(C_L);                                                                 \
+    for (int q = 0; q < Fmt::kSub; ++q) {                                            \
+      _tile_loadd(TILE_A0, xb + static_cast<size_t>(q) * kTile * Fmt::kSubK, Fmt::kSubK); \
+      _tile_loadd(TILE_B0, ub.b[0][q], 64);                                          \
+      _tile_dpbsud(C_H, TILE_A0, TILE_B0);                                           \
+      _tile_loadd(TILE_B1, ub.b[1][q], 64);                                          \
+      _tile_dpbsud(C_L, TILE_A0, TILE_B1);                                           \
+    }                                                                                \
+    _tile_stored(C_H, ch, 64);                                                       \
+    _tile_stored(C_L, cl, 64);                                                       \
+  } while (0)
+
+// column_tile for a folded format (KMinFolded): two blocks at a time in two
+// pairs of C tiles, so one block's stores and epilogue overlap the next
+// block's products.
+template <class Fmt, bool kFull>
+void column_tile_folded(const uint8_t* scales, const typename Fmt::U* unpacked, int64_t blocks,
+                        const uint8_t* xa, const float* dx, const int32_t* act, int n,
+                        float* const* out, __mmask16 keep) {
+  alignas(64) int32_t c[4][kTile * kTile];
+  __m512 acc[kTile];
+  for (__m512& v : acc) v = _mm512_setzero_ps();
+  const auto epilogue = [&](int64_t b, const int32_t* ch, const int32_t* cl) {
+    const typename Fmt::U& u = unpacked[b];
+    const uint8_t* sp = scales + static_cast<size_t>(b) * kTile * Fmt::kScaleBytes;
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp)));
+    const __m512 dmin =
+        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp + 32)));
+    const int32_t* ap = act + b * Fmt::kPairs * kTile;  // [pair][column]
+    for (int j = 0; j < kTile; ++j) {
+      if (!kFull && j >= n) break;
+      const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(ch + kTile * j), 3),
+                                            _mm512_load_si512(cl + kTile * j));
+      __m512i corr = _mm512_setzero_si512();
+      for (int p = 0; p < Fmt::kPairs; ++p) {
+        corr = _mm512_dpwssd_epi32(corr, u.pairs[p], _mm512_set1_epi32(ap[p * kTile + j]));
+      }
+      acc[j] = Fmt::finish(acc[j], isum, corr, d, dmin, dx[b * kTile + j]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    TILE_FOLDED_BLOCK(TILE_C0, TILE_C1, b, c[0], c[1]);
+    TILE_FOLDED_BLOCK(TILE_C2, TILE_C3, b + 1, c[2], c[3]);
+    epilogue(b, c[0], c[1]);
+    epilogue(b + 1, c[2], c[3]);
+  }
+  if (b < blocks) {
+    TILE_FOLDED_BLOCK(TILE_C0, TILE_C1, b, c[0], c[1]);
+    epilogue(b, c[0], c[1]);
+  }
+  for (int j = 0; j < n; ++j) _mm512_mask_storeu_ps(out[j], keep, acc[j]);
+}
+
+#undef TILE_FOLDED_BLOCK
+
 template <class Fmt>
 void gemm(const MatArgs& a) {
   thread_local std::vector<uint8_t> scratch;
   const int64_t blocks = a.k / kQKK;
   const int64_t tiles = (a.cols + kTile - 1) / kTile;
   // Scratch: activation scales [tile][block][16], activation pairs
-  // [tile][block][pair][16], then a panel's unpacked blocks.
+  // [tile][block][pair][16], the packed activations [tile][block][sub-block]
+  // [16][kSubK], then a panel's unpacked blocks.
   const size_t dx_bytes = static_cast<size_t>(tiles * blocks) * kTile * sizeof(float);
   const size_t act_bytes = dx_bytes * Fmt::kPairs;
-  const size_t need = dx_bytes + act_bytes + static_cast<size_t>(blocks) * sizeof(typename Fmt::U) + 63;
+  const size_t xa_bytes = static_cast<size_t>(tiles * blocks) * kActBlock;
+  const size_t need = dx_bytes + act_bytes + xa_bytes +
+                      static_cast<size_t>(blocks) * sizeof(typename Fmt::U) + 63;
   if (scratch.size() < need) scratch.resize(need);
   uint8_t* mem = scratch.data() + (-reinterpret_cast<uintptr_t>(scratch.data()) & 63);
   auto* dx = reinterpret_cast<float*>(mem);
   auto* act = reinterpret_cast<int32_t*>(mem + dx_bytes);
+  uint8_t* xa = mem + dx_bytes + act_bytes;
   for (int64_t col = 0; col < tiles * kTile; ++col) {
     const int64_t u = col / kTile, j = col % kTile;
     float* d = dx + u * blocks * kTile + j;
     int32_t* p = act + u * blocks * Fmt::kPairs * kTile + j;
     const auto* xb = reinterpret_cast<const block_q8_K*>(a.x + static_cast<size_t>(col) * a.x_stride);
+    uint8_t* xj = xa + static_cast<size_t>(u * blocks) * kActBlock + j * Fmt::kSubK;
     for (int64_t b = 0; b < blocks; ++b) {
       int32_t pairs[Fmt::kPairs] = {};
       if (col < a.cols) Fmt::act_pairs(xb[b], pairs);  // a short last tile's missing columns: 0
       d[b * kTile] = col < a.cols ? xb[b].d : 0.0f;
       for (int q = 0; q < Fmt::kPairs; ++q) p[(b * Fmt::kPairs + q) * kTile] = pairs[q];
+      // Missing columns' rows are never loaded (the A tiles have n rows).
+      if (col >= a.cols) continue;
+      uint8_t* dst = xj + static_cast<size_t>(b) * kActBlock;
+      for (int s = 0; s < Fmt::kSub; ++s) {
+        std::memcpy(dst + static_cast<size_t>(s) * kTile * Fmt::kSubK,
+                    reinterpret_cast<const uint8_t*>(xb[b].qs) + s * Fmt::kSubK, Fmt::kSubK);
+      }
     }
   }
-  auto* unpacked = reinterpret_cast<typename Fmt::U*>(mem + dx_bytes + act_bytes);
+  auto* unpacked = reinterpret_cast<typename Fmt::U*>(mem + dx_bytes + act_bytes + xa_bytes);
   const size_t scale_bytes = static_cast<size_t>(blocks) * kTile * Fmt::kScaleBytes;
   int configured = 0;
   float* out[kTile];
@@ -450,13 +608,19 @@ void gemm(const MatArgs& a) {
                                           static_cast<size_t>(c0 + j) * a.out_stride) +
                  r0;
       }
-      const uint8_t* x = a.x + static_cast<size_t>(c0) * a.x_stride;
+      const uint8_t* x = xa + static_cast<size_t>(u * blocks) * kActBlock;
       const float* d = dx + u * blocks * kTile;
       const int32_t* p = act + u * blocks * Fmt::kPairs * kTile;
-      if (n == kTile) {
-        column_tile<Fmt, true>(scales, unpacked, blocks, x, a.x_stride, d, p, n, out, keep);
+      if constexpr (requires { Fmt::kFolded; }) {
+        if (n == kTile) {
+          column_tile_folded<Fmt, true>(scales, unpacked, blocks, x, d, p, n, out, keep);
+        } else {
+          column_tile_folded<Fmt, false>(scales, unpacked, blocks, x, d, p, n, out, keep);
+        }
+      } else if (n == kTile) {
+        column_tile<Fmt, true>(scales, unpacked, blocks, x, d, p, n, out, keep);
       } else {
-        column_tile<Fmt, false>(scales, unpacked, blocks, x, a.x_stride, d, p, n, out, keep);
+        column_tile<Fmt, false>(scales, unpacked, blocks, x, d, p, n, out, keep);
       }
     }
   }
@@ -494,7 +658,7 @@ void mat_q4_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
     avx512::mat_q4_k_panel(a);
   } else {
-    gemm<Q4K>(a);
+    gemm<Q4KF>(a);
   }
 }
 
@@ -502,7 +666,7 @@ void mat_q5_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
     avx512::mat_q5_k_panel(a);
   } else {
-    gemm<Q5K>(a);
+    gemm<Q5KF>(a);
   }
 }
 
