@@ -265,6 +265,81 @@ struct Q6K {
   }
 };
 
+// Q6_K with its sub-block scales and its -32 folded into the B tiles:
+// sc_s = 49 e2 + 7 e1 + e0 with balanced base-7 digits e in [-3, 3] (every
+// int8 scale fits: |sc| <= 171), and (q - 32) e in [-96, 96] is still s8.
+// Per 64 k (four sub-blocks) three B tiles, one per digit; C_i takes a
+// block's four chunks (tdpbssd: both operands signed), and
+// 49 C2 + 7 C1 + C0 = sum_s sc_s sum a (q - 32), the integer Q6K's
+// isum - 32 corr gives (|C_i| <= 256 * 127 * 96 < 2^22, the sum < 2^28). No
+// correction term is left, and a block leaves three C tiles instead of 16.
+struct Q6KFolded {
+  static constexpr bool kDigits = true;
+  static constexpr int kSub = 4, kSubK = 64, kPairs = 1;  // kSub: 64-k chunks; no pairs
+  static constexpr size_t kScaleBytes = 2, kQuantBytes = 208;
+  struct alignas(64) U {
+    uint8_t b[3][kSub][1024];  // [digit][chunk]: B tiles of 16 rows x 64 bytes
+  };
+  static void unpack(const uint8_t*, const uint8_t* q, U& u) {
+    // Each sub-block's digits, in both 16-bit halves of each row's lane.
+    __m512i mul[3][16];
+    const __m512 seventh = _mm512_set1_ps(1.0f / 7.0f), half = _mm512_set1_ps(0.5f);
+    const __m512i k3 = _mm512_set1_epi32(3), k7 = _mm512_set1_epi32(7);
+    const auto div7 = [&](__m512i v) {  // v / 7 for 0 <= v < 2^10: (v + 0.5) / 7 is never within 0.07 of an integer
+      return _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(v), half), seventh));
+    };
+    const auto both = [](__m512i e) {
+      return _mm512_or_si512(_mm512_and_si512(e, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(e, 16));
+    };
+    for (int g = 0; g < 4; ++g) {
+      const __m512i v = load(q + 64 * (48 + g));
+      for (int i = 0; i < 4; ++i) {  // sub-block 4 g + i: byte i of each lane, as int32
+        const __m512i sc = _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24);
+        const __m512i w = _mm512_add_epi32(sc, _mm512_set1_epi32(171));  // [43, 298]
+        const __m512i w1 = div7(w), w2 = div7(w1);
+        mul[0][4 * g + i] = both(_mm512_sub_epi32(_mm512_sub_epi32(w, _mm512_mullo_epi32(w1, k7)), k3));
+        mul[1][4 * g + i] = both(_mm512_sub_epi32(_mm512_sub_epi32(w1, _mm512_mullo_epi32(w2, k7)), k3));
+        mul[2][4 * g + i] = both(_mm512_sub_epi32(w2, k3));
+      }
+    }
+    // Signed bytes times a per-lane signed multiplier (products in [-96, 96]):
+    // the low byte of each 16-bit product is the byte's product.
+    const __m512i even = _mm512_set1_epi32(0x00FF00FF), odd = _mm512_set1_epi32(0xFF00FF00);
+    const auto scaled = [&](__m512i w, __m512i m) {
+      return _mm512_or_si512(
+          _mm512_and_si512(_mm512_mullo_epi16(_mm512_and_si512(w, even), m), even),
+          _mm512_mullo_epi16(_mm512_and_si512(w, odd), m));
+    };
+    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m30 = _mm512_set1_epi32(0x30303030);
+    const __m512i k32 = _mm512_set1_epi32(0x20202020);
+    for (int hh = 0; hh < 2; ++hh) {
+      for (int t = 0; t < 8; ++t) {
+        const __m512i qh = load(q + 64 * (32 + 8 * hh + t));
+        const __m512i l0 = load(q + 64 * (16 * hh + t));
+        const __m512i l1 = load(q + 64 * (16 * hh + 8 + t));
+        const __m512i w[4] = {
+            _mm512_or_si512(_mm512_and_si512(l0, m4),
+                            _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)),
+            _mm512_or_si512(_mm512_and_si512(l1, m4),
+                            _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
+                            _mm512_and_si512(qh, m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
+                            _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30)),
+        };
+        for (int g = 0; g < 4; ++g) {  // sub-block sb = 8 hh + 2 g + t / 4: chunk sb / 4, B row 4 (sb % 4) + t % 4
+          const int sb = 8 * hh + 2 * g + t / 4;
+          const __m512i v = _mm512_sub_epi8(w[g], k32);
+          for (int e = 0; e < 3; ++e) {
+            _mm512_store_si512(u.b[e][sb / 4] + 64 * (4 * (sb % 4) + t % 4), scaled(v, mul[e][sb]));
+          }
+        }
+      }
+    }
+  }
+  static void act_pairs(const block_q8_K&, int32_t* out) { out[0] = 0; }
+};
+
 // Q3_K and Q2_K: Q6_K's 16-element sub-blocks, B tiles of q' = the 2 low bits
 // | hbit << 2 (Q3_K, in [0, 7]; x = d (sc - 32) (q' - 4)) or of q (Q2_K;
 // x = d sc q - dmin m). Per half hh and step t, qs group t (Q2_K: 4 + ...,
@@ -545,6 +620,81 @@ void column_tile_folded(const uint8_t* scales, const typename Fmt::U* unpacked, 
 
 #undef TILE_FOLDED_BLOCK
 
+// Q6KFolded against one column tile: C tiles 0-2 (one per digit) for even
+// blocks, 3-5 for odd ones, A in tile 6, B in tile 7 (configure_digits).
+#define TILE_DIGITS_BLOCK(C0, C1, C2, blk, c0, c1, c2)                                 \
+  do {                                                                                 \
+    const Q6KFolded::U& ub = unpacked[blk];                                            \
+    const uint8_t* xb = xa + static_cast<size_t>(blk) * kActBlock;                     \
+    _tile_zero(C0);                                                                    \
+    _tile_zero(C1);                                                                    \
+    _tile_zero(C2);                                                                    \
+    for (int q = 0; q < Q6KFolded::kSub; ++q) {                                        \
+      _tile_loadd(6, xb + static_cast<size_t>(q) * kTile * Q6KFolded::kSubK, Q6KFolded::kSubK); \
+      _tile_loadd(7, ub.b[0][q], 64);                                                  \
+      _tile_dpbssd(C0, 6, 7);                                                          \
+      _tile_loadd(7, ub.b[1][q], 64);                                                  \
+      _tile_dpbssd(C1, 6, 7);                                                          \
+      _tile_loadd(7, ub.b[2][q], 64);                                                  \
+      _tile_dpbssd(C2, 6, 7);                                                          \
+    }                                                                                  \
+    _tile_stored(C0, c0, 64);                                                          \
+    _tile_stored(C1, c1, 64);                                                          \
+    _tile_stored(C2, c2, 64);                                                          \
+  } while (0)
+
+void configure_digits(int n) {
+  TileConfig c;
+  for (int t = 0; t < 6; ++t) {
+    c.rows[t] = static_cast<uint8_t>(n);
+    c.colsb[t] = kTile * sizeof(int32_t);
+  }
+  c.rows[6] = static_cast<uint8_t>(n);
+  c.colsb[6] = Q6KFolded::kSubK;
+  c.rows[7] = Q6KFolded::kSubK / 4;
+  c.colsb[7] = 64;
+  __asm__ volatile("" : : "m"(c) : "memory");  // see panel.cpp's configure()
+  _tile_loadconfig(&c);
+}
+
+template <bool kFull>
+void column_tile_digits(const uint8_t* scales, const Q6KFolded::U* unpacked, int64_t blocks,
+                        const uint8_t* xa, const float* dx, int n, float* const* out,
+                        __mmask16 keep) {
+  alignas(64) int32_t c[6][kTile * kTile];
+  __m512 acc[kTile];
+  for (__m512& v : acc) v = _mm512_setzero_ps();
+  const auto epilogue = [&](int64_t b, const int32_t* c0, const int32_t* c1, const int32_t* c2) {
+    const uint8_t* sp = scales + static_cast<size_t>(b) * kTile * Q6KFolded::kScaleBytes;
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sp)));
+    for (int j = 0; j < kTile; ++j) {
+      if (!kFull && j >= n) break;
+      // 49 C2 + 7 C1 + C0 as 7 (7 C2 + C1) + C0, 7x = 8x - x.
+      const __m512i x2 = _mm512_load_si512(c2 + kTile * j);
+      const __m512i t = _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(x2, 3), x2),
+                                         _mm512_load_si512(c1 + kTile * j));
+      const __m512i sum = _mm512_add_epi32(_mm512_sub_epi32(_mm512_slli_epi32(t, 3), t),
+                                           _mm512_load_si512(c0 + kTile * j));
+      acc[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum),
+                               _mm512_mul_ps(d, _mm512_set1_ps(dx[b * kTile + j])), acc[j]);
+    }
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    TILE_DIGITS_BLOCK(0, 1, 2, b, c[0], c[1], c[2]);
+    TILE_DIGITS_BLOCK(3, 4, 5, b + 1, c[3], c[4], c[5]);
+    epilogue(b, c[0], c[1], c[2]);
+    epilogue(b + 1, c[3], c[4], c[5]);
+  }
+  if (b < blocks) {
+    TILE_DIGITS_BLOCK(0, 1, 2, b, c[0], c[1], c[2]);
+    epilogue(b, c[0], c[1], c[2]);
+  }
+  for (int j = 0; j < n; ++j) _mm512_mask_storeu_ps(out[j], keep, acc[j]);
+}
+
+#undef TILE_DIGITS_BLOCK
+
 template <class Fmt>
 void gemm(const MatArgs& a) {
   thread_local std::vector<uint8_t> scratch;
@@ -600,7 +750,11 @@ void gemm(const MatArgs& a) {
       const int64_t c0 = u * kTile;
       const int n = static_cast<int>(a.cols - c0 < kTile ? a.cols - c0 : kTile);
       if (n != configured) {
-        configure(n, Fmt::kSubK);
+        if constexpr (requires { Fmt::kDigits; }) {
+          configure_digits(n);
+        } else {
+          configure(n, Fmt::kSubK);
+        }
         configured = n;
       }
       for (int j = 0; j < n; ++j) {
@@ -611,7 +765,13 @@ void gemm(const MatArgs& a) {
       const uint8_t* x = xa + static_cast<size_t>(u * blocks) * kActBlock;
       const float* d = dx + u * blocks * kTile;
       const int32_t* p = act + u * blocks * Fmt::kPairs * kTile;
-      if constexpr (requires { Fmt::kFolded; }) {
+      if constexpr (requires { Fmt::kDigits; }) {
+        if (n == kTile) {
+          column_tile_digits<true>(scales, unpacked, blocks, x, d, n, out, keep);
+        } else {
+          column_tile_digits<false>(scales, unpacked, blocks, x, d, n, out, keep);
+        }
+      } else if constexpr (requires { Fmt::kFolded; }) {
         if (n == kTile) {
           column_tile_folded<Fmt, true>(scales, unpacked, blocks, x, d, p, n, out, keep);
         } else {
@@ -682,7 +842,7 @@ void mat_q6_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
     avx512::mat_q6_k_panel(a);
   } else {
-    gemm<Q6K>(a);
+    gemm<Q6KFolded>(a);
   }
 }
 
