@@ -72,12 +72,20 @@ struct KPanels {
 inline constexpr size_t kKPrefetchAhead = 2048;
 
 // Group g of block q, rows kRows h .. (h: the half), with its prefetch when kPf.
-template <class V, bool kPf>
+// The prefetch is an asm statement that takes the loaded group as an input,
+// so it issues after that load: as _mm_prefetch, GCC gathered a block's
+// prefetches into one burst at its top again.
+template <class V, bool kPf, size_t kAhead = kKPrefetchAhead>
 [[gnu::always_inline]] inline typename V::I load_group(const uint8_t* q, int g, int h) {
+  const typename V::I v = V::load(q + 64 * g + V::kGroupBytes * static_cast<size_t>(h));
   if constexpr (kPf) {
-    if (h == 0) _mm_prefetch(reinterpret_cast<const char*>(q + 64 * g + kKPrefetchAhead), _MM_HINT_T0);
+    if (h == 0) {
+      __asm__ volatile("prefetcht0 %0"
+                       :
+                       : "m"(*(q + 64 * g + kAhead)), "x"(v));
+    }
   }
-  return V::load(q + 64 * g + V::kGroupBytes * static_cast<size_t>(h));
+  return v;
 }
 
 // Q4_K, and Q5_K (kFifth: the fifth bit of each q from qh, ORed in as bit 4
@@ -91,6 +99,9 @@ struct KMinPanel {
   // High nibbles dotted in place (16 q) only without a fifth bit (16 q of 5
   // bits would not fit a byte).
   static constexpr bool kX16 = V::kNibbleX16 && !kFifth;
+  // Prefetch distance: Q5_K's larger blocks (2752 bytes a panel) read best
+  // further ahead (cpu_kernels_bench GEMV, as Q6_K's below).
+  static constexpr size_t kAhead = kFifth ? 4096 : kKPrefetchAhead;
   // Groups per 16-bit dot chain where V's Acc is int16 pairs: 8 Q4_K groups
   // sum to <= 8 * 2 * 15 * 128 = 30720; Q5_K's to 4 * 2 * 31 * 128 = 31744.
   static constexpr int kChain = kFifth ? V::kQ5Chain : 8;
@@ -125,12 +136,12 @@ struct KMinPanel {
       for (int c = 0; c < C; ++c) dlo[c] = dhi[c] = V::acc_zero();
 #pragma GCC unroll 8
       for (int t = t0; t < t0 + kChain; ++t) {
-        const I v = load_group<V, kPf>(q, kQs + 8 * P + t, h);
+        const I v = load_group<V, kPf, kAhead>(q, kQs + 8 * P + t, h);
         I lo = V::and_(v, m4);
         I hi = kX16 ? V::and_(v, V::set1(static_cast<int32_t>(0xF0F0F0F0)))
                     : V::and_(V::template srli16<4>(v), m4);
         if constexpr (kFifth) {  // qh bytes 4t..4t+3: bits 2P, 2P + 1 (read once per block)
-          const I qh = load_group < V, kPf && P == 0 > (q, 3 + t, h);
+          const I qh = load_group<V, kPf && P == 0, kAhead>(q, 3 + t, h);
           lo = V::or_(lo, bit4<2 * P>(qh));
           hi = V::or_(hi, bit4<2 * P + 1>(qh));
         }
@@ -150,8 +161,8 @@ struct KMinPanel {
   template <int C, bool kPf = false>
   [[gnu::always_inline]] static void block(const uint8_t* s, const uint8_t* q, int h,
                                            const block_q8_K* const* xb, F* acc) {
-    const I s0 = load_group<V, kPf>(q, 0, h), s1 = load_group<V, kPf>(q, 1, h);
-    const I s2 = load_group<V, kPf>(q, 2, h);
+    const I s0 = load_group<V, kPf, kAhead>(q, 0, h), s1 = load_group<V, kPf, kAhead>(q, 1, h);
+    const I s2 = load_group<V, kPf, kAhead>(q, 2, h);
     const I m6 = V::set1(0x3F3F3F3F), m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
     // Bytes j of each lane: sc[0] scales 0-3, sc[1] scales 4-7 (and mn the mins).
     const I sc[2] = {V::and_(s0, m6),
@@ -208,17 +219,20 @@ struct Q6KBytes {  // ql[128] (groups 0-31), qh[64] (32-47), int8 scales[16] (48
   static constexpr int kOffsetShift = 5;
   static constexpr bool kNarrow = false;      // |D_s| <= 16 * 63 * 128 > 2^15
   static constexpr int kChain = V::kQ6Chain;  // groups of 4 per dot chain (exact in its type)
+  // 3328 bytes a panel block: 4 KiB ahead read 0.68-0.78 of the read probe
+  // against 0.58-0.67 at 2 KiB (cpu_kernels_bench GEMV, 2 threads).
+  static constexpr size_t kAhead = 4096;
   using I = typename V::I;
   template <bool kPf>
   [[gnu::always_inline]] static void scales(const uint8_t* q, int h, I (&scv)[4]) {
-    for (int g = 0; g < 4; ++g) scv[g] = load_group<V, kPf>(q, 48 + g, h);
+    for (int g = 0; g < 4; ++g) scv[g] = load_group<V, kPf, kAhead>(q, 48 + g, h);
   }
   template <bool kPf, int kHh>
   [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
     const I m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
-    const I qh = load_group<V, kPf>(q, 32 + 8 * kHh + t, h);
-    const I l0 = load_group<V, kPf>(q, 16 * kHh + t, h);
-    const I l1 = load_group<V, kPf>(q, 16 * kHh + 8 + t, h);
+    const I qh = load_group<V, kPf, kAhead>(q, 32 + 8 * kHh + t, h);
+    const I l0 = load_group<V, kPf, kAhead>(q, 16 * kHh + t, h);
+    const I l1 = load_group<V, kPf, kAhead>(q, 16 * kHh + 8 + t, h);
     w[0] = V::or_(V::and_(l0, m4), V::and_(V::template slli16<4>(qh), m30));
     w[1] = V::or_(V::and_(l1, m4), V::and_(V::template slli16<2>(qh), m30));
     w[2] = V::or_(V::and_(V::template srli16<4>(l0), m4), V::and_(qh, m30));
@@ -504,8 +518,12 @@ struct KPanelKernel {
         for (F& f : v) f = V::zero_f();
       }
       for (int64_t b = 0; b < nb; ++b) {
-        const block_q8_K* xb[1] = {x + b};
         for (int i = 0; i < N; ++i) {
+          // Laundered per panel: otherwise GCC computes the block's ~70
+          // activation addresses once for the N panels and spills them,
+          // and every dot reloads its address from the stack.
+          const block_q8_K* xb[1] = {x + b};
+          __asm__("" : "+r"(xb[0]));
           const uint8_t* s = sc[i] + kBlockScales * static_cast<size_t>(b);
           const uint8_t* q = qs[i] + kBlockQuants * static_cast<size_t>(b);
           // The scales two blocks ahead (the quants' prefetch is about one block ahead).
