@@ -10,7 +10,7 @@
 #   bench/llamacpp.sh            # Q4_0 Q8_0 F16 and the K / IQ4 mixes, threads 1,2, depths 0,2048
 #
 # Knobs (environment): SHAPE, TYPES, THREADS, DEPTHS, REPS, CACHE as run.sh;
-# NLC_VERSION (3.22.1); SHM=0 to time llama.cpp on the file where it lies
+# NLC_VERSION (3.22.1); VARIANT (below); SHM=0 to time llama.cpp on the file where it lies
 # (its mmap then competes with the page cache, which these machines reclaim
 # hard: decode can re-read weights from disk).
 set -euo pipefail
@@ -24,6 +24,10 @@ REPS="${REPS:-3}"
 CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
 NLC_VERSION="${NLC_VERSION:-3.22.1}"
 SHM="${SHM:-1}"  # 1: time llama.cpp on a copy of the file in /dev/shm (its mmap stays resident)
+# VARIANT: force one of llama.cpp's CPU builds, to set it beside a tessera
+# tier forced with TESSERA_CPU_ISA: zen4 (AVX-512 VNNI / BF16, no AMX: the
+# avx512 tier), haswell (AVX2: the avx2 tier). Default: llama.cpp's own pick.
+VARIANT="${VARIANT:-}"
 trap 'rm -f "/dev/shm/tessera-llamacpp-$$.gguf"' EXIT
 
 source "$here/bench/llamacpp_fetch.sh"
@@ -31,6 +35,19 @@ exe="$lib/llamacpp_bench"
 if [[ ! -x "$exe" || "$here/bench/llamacpp_bench.c" -nt "$exe" || "$here/bench/llamacpp_api.h" -nt "$exe" ]]; then
   cc -O2 -std=c11 -o "$exe" "$here/bench/llamacpp_bench.c" -L"$bins" -l:"$llama_so" -l:"$ggml_so" \
     -lm -Wl,-rpath,"$bins"
+fi
+
+backend_dir="$bins"
+if [[ -n "$VARIANT" ]]; then
+  so="$bins/libggml-cpu-$VARIANT.so"
+  if [[ ! -f "$so" ]]; then
+    echo "bench/llamacpp.sh: VARIANT=$VARIANT: no $so; there are:" \
+      $(ls "$bins" | sed -n 's/^libggml-cpu-\(.*\)\.so$/\1/p') >&2
+    exit 1
+  fi
+  backend_dir="$lib/variant-$VARIANT"  # a folder with that one CPU backend, for ggml_backend_load_all_from_path
+  mkdir -p "$backend_dir"
+  ln -sf "$so" "$backend_dir/"
 fi
 
 echo "# llama.cpp (node-llama-cpp $NLC_VERSION prebuilt) — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -53,7 +70,7 @@ for type in $TYPES; do
   fi
   for t in ${THREADS//,/ }; do
     for d in ${DEPTHS//,/ }; do
-      row="$("$exe" "$timed" "$t" "$d" "$REPS" "$bins" 2>"$lib/last.log")" || {
+      row="$("$exe" "$timed" "$t" "$d" "$REPS" "$backend_dir" 2>"$lib/last.log")" || {
         [[ "$timed" == "$model" ]] || rm -f "$timed"
         echo "bench/llamacpp.sh: llama.cpp failed on $model (see $lib/last.log)" >&2
         exit 1
