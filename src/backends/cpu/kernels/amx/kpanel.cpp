@@ -1,17 +1,22 @@
 // amx tier: Q2_K / Q3_K / Q4_K / Q5_K / Q6_K / IQ4_XS panel GEMMs on AMX-INT8 tiles; GEMV shapes stay on
-// the avx512 kernels. Per panel and call, each block's quants are unpacked
-// once into u8 B tiles, one per sub-block (Q4_K: 8 of 32 k, 8 rows x 64
-// bytes; Q5_K the same with q's fifth bit ORed in; Q6_K: 16 of 16 k, 4 rows x 64 bytes), and its
-// sub-block scales (and Q4_K's mins) into int32 / int16-pair vectors. Then per column tile (16
-// columns) and sub-block j:
-//   C[16 columns][16 rows] = A (the columns' Q8_K bytes of j) . B_j  (tdpbsud)
-// and isum[c] += C[c] * sc_j (vpmulld), the sums exact as in the avx512
-// kernel (x86/kpanels.h), which this reproduces integer for integer; mins /
-// Q6_K's -32 offset as int16 pair dots (vpdpwssd), then one or two FMAs per
-// block and column. Per block, four C tiles take four sub-blocks at a time
-// to memory; then each column sums its sub-blocks in one register. (Sub-block
-// by sub-block into 16 column sums, GCC spilled the sums on every add:
-// TinyLlama-shape Q4_K pp512 ran 153-157 tok/s that way, 359-376 this way.)
+// the avx512 kernels. Per call, each column tile's Q8_K activations are
+// copied into A-tile order (sub-block by sub-block, 16 columns of contiguous
+// bytes), and per panel each block's quants are unpacked once into B tiles.
+// Two forms:
+// - Per sub-block (Q2_K, Q3_K, IQ4_XS): a u8 B tile per sub-block (IQ4_XS: 8
+//   of 32 k, 8 rows x 64 bytes; Q2_K / Q3_K: 16 of 16 k, 4 rows x 64 bytes),
+//   C[16 columns][16 rows] = A (the columns' bytes of sub-block j) . B_j
+//   (tdpbsud), then isum[c] += C[c] * sc_j in the epilogue; four C tiles
+//   take four sub-blocks at a time to memory, then each column sums its
+//   sub-blocks in one register. (Sub-block by sub-block into 16 column sums,
+//   GCC spilled the sums on every add: TinyLlama-shape Q4_K pp512 ran
+//   153-157 tok/s that way, 359-376 this way.)
+// - Folded (Q4_K, Q5_K, Q6_K): the sub-block scales are multiplied into the
+//   B tiles in small digits (KMinFolded, Q6KFolded), so full-K tile products
+//   sum whole blocks and a block leaves two or three C tiles.
+// Both reproduce the avx512 kernel's integers (x86/kpanels.h) exactly; mins
+// / offsets left over are int16 pair dots (vpdpwssd), then one or two FMAs
+// per block and column.
 #include "backends/cpu/kernels/avx512/intrin.h"
 
 #include <cstddef>
@@ -68,74 +73,30 @@ inline int32_t pair16(int32_t a, int32_t b) {
 template <int kSub, int kPairs>
 struct alignas(64) Unpacked {
   __m512i sc[kSub];       // sub-block scales, int32 per row
-  __m512i pairs[kPairs];  // Q4_K: mins (m0, m2), (m1, m3), (m4, m6), (m5, m7); Q6_K: scales
+  __m512i pairs[kPairs];  // IQ4_XS: scales as (s0, s2), (s1, s3), ...; Q2_K / Q3_K: scales or mins
   uint8_t b[kSub][kSub == 8 ? 512 : 256];  // B tiles
 };
 
-// Q4_K, and Q5_K with kFifth (the fifth bit from qh ORed in as bit 4 while
-// unpacking; qs then starts at group 11, repack.h).
-template <bool kFifth>
-struct KMin {
-  static constexpr int kSub = 8, kSubK = 32, kPairs = 4;
-  static constexpr size_t kScaleBytes = 4, kQuantBytes = kFifth ? 172 : 140;
-  static constexpr int kQs = kFifth ? 11 : 3;
-  static constexpr bool kDmin = true;
-  using U = Unpacked<kSub, kPairs>;
-  static void unpack(const uint8_t*, const uint8_t* q, U& u) {
-    const __m512i s0 = load(q), s1 = load(q + 64), s2 = load(q + 128);
-    const __m512i m6 = _mm512_set1_epi32(0x3F3F3F3F), m4 = _mm512_set1_epi32(0x0F0F0F0F);
-    const __m512i m30 = _mm512_set1_epi32(0x30303030);
-    const __m512i sc[2] = {
-        _mm512_and_si512(s0, m6),
-        _mm512_or_si512(_mm512_and_si512(s2, m4),
-                        _mm512_and_si512(_mm512_srli_epi32(s0, 2), m30))};
-    const __m512i mn[2] = {
-        _mm512_and_si512(s1, m6),
-        _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(s2, 4), m4),
-                        _mm512_and_si512(_mm512_srli_epi32(s1, 2), m30))};
-    for (int j = 0; j < 8; ++j) u.sc[j] = byte_u(sc[j / 4], j % 4);
-    const __m512i lo16 = _mm512_set1_epi32(0x00FF00FF);
-    for (int h = 0; h < 2; ++h) {
-      u.pairs[2 * h] = _mm512_and_si512(mn[h], lo16);
-      u.pairs[2 * h + 1] = _mm512_and_si512(_mm512_srli_epi32(mn[h], 8), lo16);
-    }
-    const __m512i m10 = _mm512_set1_epi32(0x10101010);
-    for (int t = 0; t < 8; ++t) {
-      // qh bytes 4t..4t+3, shifted right by 2p for sub-blocks 2p, 2p + 1.
-      __m512i qh = kFifth ? load(q + 64 * (3 + t)) : _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p) {
-        const __m512i v = load(q + 64 * (kQs + 8 * p + t));
-        __m512i lo = _mm512_and_si512(v, m4);
-        __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        if constexpr (kFifth) {  // bit 2p to bit 4, bit 2p + 1 to bit 4 (inside each byte)
-          lo = _mm512_or_si512(lo, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m10));
-          hi = _mm512_or_si512(hi, _mm512_and_si512(_mm512_slli_epi16(qh, 3), m10));
-          qh = _mm512_srli_epi16(qh, 2);
-        }
-        _mm512_store_si512(u.b[2 * p] + 64 * t, lo);
-        _mm512_store_si512(u.b[2 * p + 1] + 64 * t, hi);
-      }
-    }
-  }
-  // Activation pairs of one column's block, as `pairs` meets them.
-  static void act_pairs(const block_q8_K& x, int32_t* out) {
-    int32_t t[8];
-    for (int j = 0; j < 8; ++j) t[j] = x.bsums[2 * j] + x.bsums[2 * j + 1];
-    out[0] = pair16(t[0], t[2]);
-    out[1] = pair16(t[1], t[3]);
-    out[2] = pair16(t[4], t[6]);
-    out[3] = pair16(t[5], t[7]);
-  }
-  // acc += d dx isum - dmin dx (pairs . act)
-  static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512 dmin, float dx) {
-    const __m512 vdx = _mm512_set1_ps(dx);
-    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, vdx), acc);
-    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_mul_ps(dmin, vdx), acc);
-  }
-};
+// Activation pairs of one column's block as Q4_K / Q5_K's mins (and
+// IQ4_XS's scales) meet them: the 32-element sums (t0, t2), (t1, t3), (t4, t6),
+// (t5, t7) as int16 pairs.
+void pairs_32(const block_q8_K& x, int32_t* out) {
+  int32_t t[8];
+  for (int j = 0; j < 8; ++j) t[j] = x.bsums[2 * j] + x.bsums[2 * j + 1];
+  out[0] = pair16(t[0], t[2]);
+  out[1] = pair16(t[1], t[3]);
+  out[2] = pair16(t[4], t[6]);
+  out[3] = pair16(t[5], t[7]);
+}
 
-using Q4K = KMin<false>;
-using Q5K = KMin<true>;
+// The 16-element sums as Q2_K / Q3_K's scales and mins meet them.
+void pairs_16(const block_q8_K& x, int32_t* out) {
+  for (int g = 0; g < 4; ++g) {
+    out[2 * g] = pair16(x.bsums[4 * g], x.bsums[4 * g + 2]);
+    out[2 * g + 1] = pair16(x.bsums[4 * g + 1], x.bsums[4 * g + 3]);
+  }
+}
+
 
 // Q4_K and Q5_K with the sub-block scales folded into the B tiles, so one
 // tile product sums all 8 sub-blocks of a block: sc_j (6 bits) = 8 h_j + l_j,
@@ -206,72 +167,25 @@ struct KMinFolded {
       }
     }
   }
-  static void act_pairs(const block_q8_K& x, int32_t* out) { KMin<kFifth>::act_pairs(x, out); }
+  static void act_pairs(const block_q8_K& x, int32_t* out) { pairs_32(x, out); }
+  // acc += d dx isum - dmin dx (pairs . act)
   static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512 dmin, float dx) {
-    return KMin<kFifth>::finish(acc, isum, corr, d, dmin, dx);
+    const __m512 vdx = _mm512_set1_ps(dx);
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, vdx), acc);
+    return _mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr), _mm512_mul_ps(dmin, vdx), acc);
   }
 };
 
 using Q4KF = KMinFolded<false>;
 using Q5KF = KMinFolded<true>;
 
-struct Q6K {
-  static constexpr int kSub = 16, kSubK = 16, kPairs = 8;
-  static constexpr size_t kScaleBytes = 2, kQuantBytes = 208;
-  static constexpr bool kDmin = false;
-  using U = Unpacked<kSub, kPairs>;
-  static void unpack(const uint8_t*, const uint8_t* q, U& u) {
-    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m30 = _mm512_set1_epi32(0x30303030);
-    for (int g = 0; g < 4; ++g) {
-      const __m512i v = load(q + 64 * (48 + g));
-      for (int i = 0; i < 4; ++i) {
-        u.sc[4 * g + i] = _mm512_srai_epi32(
-            _mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24);
-      }
-      u.pairs[2 * g] = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8);
-      u.pairs[2 * g + 1] = _mm512_srai_epi16(v, 8);
-    }
-    for (int hh = 0; hh < 2; ++hh) {
-      for (int t = 0; t < 8; ++t) {
-        const __m512i qh = load(q + 64 * (32 + 8 * hh + t));
-        const __m512i l0 = load(q + 64 * (16 * hh + t));
-        const __m512i l1 = load(q + 64 * (16 * hh + 8 + t));
-        const __m512i w[4] = {
-            _mm512_or_si512(_mm512_and_si512(l0, m4),
-                            _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)),
-            _mm512_or_si512(_mm512_and_si512(l1, m4),
-                            _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)),
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
-                            _mm512_and_si512(qh, m30)),
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
-                            _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30)),
-        };
-        for (int g = 0; g < 4; ++g) {  // sub-block 8 hh + 2 g + t / 4, B row t % 4
-          _mm512_store_si512(u.b[8 * hh + 2 * g + t / 4] + 64 * (t % 4), w[g]);
-        }
-      }
-    }
-  }
-  static void act_pairs(const block_q8_K& x, int32_t* out) {
-    for (int g = 0; g < 4; ++g) {
-      out[2 * g] = pair16(x.bsums[4 * g], x.bsums[4 * g + 2]);
-      out[2 * g + 1] = pair16(x.bsums[4 * g + 1], x.bsums[4 * g + 3]);
-    }
-  }
-  // acc += d dx (isum - 32 (pairs . act))
-  static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512, float dx) {
-    const __m512i s = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 5));
-    return _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(dx)), acc);
-  }
-};
-
 // Q6_K with its sub-block scales and its -32 folded into the B tiles:
 // sc_s = 49 e2 + 7 e1 + e0 with balanced base-7 digits e in [-3, 3] (every
 // int8 scale fits: |sc| <= 171), and (q - 32) e in [-96, 96] is still s8.
 // Per 64 k (four sub-blocks) three B tiles, one per digit; C_i takes a
 // block's four chunks (tdpbssd: both operands signed), and
-// 49 C2 + 7 C1 + C0 = sum_s sc_s sum a (q - 32), the integer Q6K's
-// isum - 32 corr gives (|C_i| <= 256 * 127 * 96 < 2^22, the sum < 2^28). No
+// 49 C2 + 7 C1 + C0 = sum_s sc_s sum a (q - 32), the integer the per-sub-block
+// form's isum - 32 corr gives (|C_i| <= 256 * 127 * 96 < 2^22, the sum < 2^28). No
 // correction term is left, and a block leaves three C tiles instead of 16.
 struct Q6KFolded {
   static constexpr bool kDigits = true;
@@ -408,7 +322,7 @@ struct K16Low {
       }
     }
   }
-  static void act_pairs(const block_q8_K& x, int32_t* out) { Q6K::act_pairs(x, out); }
+  static void act_pairs(const block_q8_K& x, int32_t* out) { pairs_16(x, out); }
   // Q3_K: acc += d dx (isum - 4 (pairs . act)); Q2_K: acc += d dx isum - dmin dx (pairs . act)
   static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512 dmin, float dx) {
     const __m512 vdx = _mm512_set1_ps(dx);
@@ -465,7 +379,7 @@ struct IQ4XS {
       }
     }
   }
-  static void act_pairs(const block_q8_K& x, int32_t* out) { Q4K::act_pairs(x, out); }
+  static void act_pairs(const block_q8_K& x, int32_t* out) { pairs_32(x, out); }
   // acc += d dx (isum - 128 (pairs . act))
   static __m512 finish(__m512 acc, __m512i isum, __m512i corr, __m512 d, __m512, float dx) {
     const __m512i s = _mm512_sub_epi32(isum, _mm512_slli_epi32(corr, 7));
