@@ -58,9 +58,17 @@ struct KVec256 {
   static I byte_s(I v, int j) {
     return _mm256_srai_epi32(_mm256_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * j)), 24);
   }
+  // Each sum is laundered (an empty asm that may change it), so the adds
+  // stay one chain per accumulator: GCC otherwise reassociated a block's
+  // integer adds into trees and kept their ~130 products (IQ4_XS: a 4 KiB
+  // stack frame) on the stack, 280-310 stack accesses a GEMM tile block.
+  static Acc chain(Acc acc) {
+    __asm__("" : "+x"(acc));
+    return acc;
+  }
   static Acc dot(Acc acc, I u8, const int8_t* x4) {
     const I x = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(x4)));
-    return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u8, x));
+    return chain(_mm256_add_epi16(acc, _mm256_maddubs_epi16(u8, x)));
   }
   // The signed IQ4 levels; dots by the sign trick, as the Q8_0 panels:
   // maddubs(|w|, sign(a, w)) pairs <= 2 * 127 * 128, widened per group.
@@ -73,7 +81,7 @@ struct KVec256 {
   static I sdot(I acc, I w, const int8_t* x4) {
     const I x = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(x4)));
     const I p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-    return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+    return chain(_mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1))));
   }
   static I mul32(I a, I b) { return _mm256_mullo_epi32(a, b); }
   static I load_u16(const uint8_t* p) {

@@ -151,7 +151,7 @@ struct KMinPanel {
         }
       }
       for (int c = 0; c < C; ++c) {
-        isum[c] = V::add32(isum[c], V::add32(V::end(dlo[c], slo), V::end(dhi[c], shi)));
+        isum[c] = V::chain(V::add32(isum[c], V::add32(V::end(dlo[c], slo), V::end(dhi[c], shi))));
       }
     }
   }
@@ -372,7 +372,7 @@ struct K16Panel {
                                : (W::kSigned ? V::template srai16<8>(sv)
                                              : V::template srli16<8>(sv));
           for (int c = 0; c < C; ++c) {
-            isum[c] = V::end_pair(isum[c], dg[c][2 * gp], dg[c][2 * gp + 1], sp);
+            isum[c] = V::chain(V::end_pair(isum[c], dg[c][2 * gp], dg[c][2 * gp + 1], sp));
           }
         }
       } else {
@@ -381,7 +381,7 @@ struct K16Panel {
           const I b =
               W::kSigned ? V::byte_s(scv[sb / 4], sb % 4) : V::byte_u(scv[sb / 4], sb % 4);
           const auto sc = V::scale(b);
-          for (int c = 0; c < C; ++c) isum[c] = V::add32(isum[c], V::end(dg[c][g], sc));
+          for (int c = 0; c < C; ++c) isum[c] = V::chain(V::add32(isum[c], V::end(dg[c][g], sc)));
         }
       }
     }
@@ -457,7 +457,7 @@ struct IQ4XSPanel {
         d[c] = V::sdot(d[c], hi, xb[c]->qs + 32 * J + 16 + 4 * t);
       }
     }
-    for (int c = 0; c < C; ++c) isum[c] = V::add32(isum[c], V::mul32(d[c], sc));
+    for (int c = 0; c < C; ++c) isum[c] = V::chain(V::add32(isum[c], V::mul32(d[c], sc)));
   }
 
   template <int C, bool kPf = false>
