@@ -522,13 +522,14 @@ struct KPanelKernel {
           // Laundered per panel: otherwise GCC computes the block's ~70
           // activation addresses once for the N panels and spills them,
           // and every dot reloads its address from the stack.
-          const block_q8_K* xb[1] = {x + b};
-          __asm__("" : "+r"(xb[0]));
+          // (And per half on avx2, whose two halves read the same activations.)
           const uint8_t* s = sc[i] + kBlockScales * static_cast<size_t>(b);
           const uint8_t* q = qs[i] + kBlockQuants * static_cast<size_t>(b);
           // The scales two blocks ahead (the quants' prefetch is about one block ahead).
           _mm_prefetch(reinterpret_cast<const char*>(s + 2 * kBlockScales), _MM_HINT_T0);
           for (int h = 0; h < V::kHalves; ++h) {
+            const block_q8_K* xb[1] = {x + b};
+            __asm__("" : "+r"(xb[0]));
             Fmt::template block<1, true>(s, q, h, xb, &acc[i][h]);
           }
         }
