@@ -58,14 +58,6 @@ struct KVec256 {
   static I byte_s(I v, int j) {
     return _mm256_srai_epi32(_mm256_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * j)), 24);
   }
-  // Each sum is laundered (an empty asm that may change it), so the adds
-  // stay one chain per accumulator: GCC otherwise reassociated a block's
-  // integer adds into trees and kept their ~130 products (IQ4_XS: a 4 KiB
-  // stack frame) on the stack, 280-310 stack accesses a GEMM tile block.
-  static Acc chain(Acc acc) {
-    __asm__("" : "+x"(acc));
-    return acc;
-  }
   static Acc dot(Acc acc, I u8, const int8_t* x4) {
     const I x = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(x4)));
     return chain(_mm256_add_epi16(acc, _mm256_maddubs_epi16(u8, x)));

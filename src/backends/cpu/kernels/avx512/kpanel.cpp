@@ -25,12 +25,6 @@ struct KVec512 {
   static constexpr size_t kGroupBytes = 64, kHalfScaleBytes = 32;
 
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
-  // An accumulator laundered (kpanels.h keeps each sum one chain: GCC
-  // reassociates integer adds into trees whose partial sums spill).
-  static I chain(I acc) {
-    __asm__("" : "+v"(acc));
-    return acc;
-  }
   static I set1(int32_t v) { return _mm512_set1_epi32(v); }
   static I zero() { return _mm512_setzero_si512(); }
   static Acc acc_zero() { return _mm512_setzero_si512(); }
