@@ -5,6 +5,7 @@
 // greedy generation equal to the CPU's with every layer on the GPU. The
 // conformance suite (conformance_test) runs every op on CUDA0 as well.
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "backends/cuda/vmm.h"
 #include "models/model_test_util.h"
 #include "tessera/engine.h"
+#include "tessera/dtype.h"
 #include "tessera/error.h"
 #include "tessera/graph.h"
 #include "tessera/ops.h"
@@ -239,6 +241,47 @@ TEST_F(CudaGpuTest, RowIdsOutsideTheTensorAreAnError) {
     EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << e.what();
   }
   stream->synchronize();  // reported once
+}
+
+// f32 rows copied into Q8_0 / Q4_0 blocks on the GPU (the quantized KV cache's
+// K-shift write-back; SET_ROWS shares the kernel) hold the bytes the CPU's
+// quantizer writes, block for block.
+TEST_F(CudaGpuTest, QuantizedCopiesHoldTheCpusBytes) {
+  for (DType type : {DType::kQ8_0, DType::kQ4_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    Graph g;
+    const int64_t k = 256, rows = 5;
+    Tensor* a = g.new_tensor(DType::kF32, {k, rows}, "a");
+    Tensor* q = g.new_tensor(type, {k, rows}, "q");
+    Tensor* out = ops::cpy(g, a, q);
+    g.expand(out);
+    auto buf = gpu_->buffer_type().allocate(a->n_bytes() + q->n_bytes() + 1024);
+    buf->place(*a, 0);
+    buf->place(*q, 512 * ((a->n_bytes() + 511) / 512));
+    buf->place(*out, 0);  // a view of q
+    std::vector<float> x(static_cast<size_t>(k * rows));
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : x) v = dist(rng);
+    buf->set_tensor(*a, x.data());
+    auto stream = gpu_->make_stream();
+    stream->compute(g);
+    stream->synchronize();
+    std::vector<uint8_t> got(q->n_bytes()), want(q->n_bytes());
+    buf->get_tensor(*q, got.data());
+    quantize_row(type, x.data(), want.data(), k * rows);
+    const size_t bb = dtype_info(type).block_bytes;
+    for (size_t b = 0; b * bb < want.size(); ++b) {
+      if (std::equal(want.begin() + b * bb, want.begin() + (b + 1) * bb, got.begin() + b * bb)) continue;
+      std::string w, h;
+      for (size_t i = 0; i < bb; ++i) {
+        w += fmt::format(" {:02x}", want[b * bb + i]);
+        h += fmt::format(" {:02x}", got[b * bb + i]);
+      }
+      ADD_FAILURE() << "block " << b << " differs\n  cpu:" << w << "\n  gpu:" << h;
+      break;
+    }
+  }
 }
 
 // Greedy tokens of the whole model on CUDA0 equal the CPU's (stories260K).

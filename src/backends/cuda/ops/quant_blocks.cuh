@@ -77,10 +77,20 @@ TESSERA_QB_HD float half_to_float(const uint8_t* p) {
 #endif
 }
 
+// p: a block's first byte, 2-byte aligned (ops.cpp's plain_blocks asks even
+// strides and addresses of every cache and weight in blocks).
 TESSERA_QB_HD void put_half(uint8_t* p, float v) {
   const uint16_t h = half_from_float(v);
+#if defined(__CUDA_ARCH__)
+  // One 16-bit store. Two byte stores, as the host does below, came out of
+  // nvcc 13.0 for sm_90 as `st.u8 [p], h` with h the cvt.rn.f16.f32 result,
+  // and on an H200 the low byte landed as 0 (every Q8_0 / Q4_0 scale lost
+  // its 8 low mantissa bits; cuda_test QuantizedCopiesHoldTheCpusBytes).
+  *reinterpret_cast<uint16_t*>(p) = h;
+#else
   p[0] = static_cast<uint8_t>(h & 0xffu);
   p[1] = static_cast<uint8_t>(h >> 8);
+#endif
 }
 
 // 32 floats -> one Q8_0 block: d = amax / 127, q = round-half-away(x / d).
