@@ -509,19 +509,40 @@ bool cuda_claims(const Tensor& node) {
   const auto q4_q8 = [](const Tensor* t) {
     return t->type == DType::kQ4_0 || t->type == DType::kQ8_0;
   };
+  // Every block type llama-quantize writes: matmuls and row reads take them in
+  // their GGUF blocks (decode reads them in place; prefill dequantizes for cuBLAS).
+  const auto gguf_blocks = [&](const Tensor* t) {
+    switch (t->type) {
+      case DType::kQ4_1:
+      case DType::kQ5_0:
+      case DType::kQ5_1:
+      case DType::kQ2_K:
+      case DType::kQ3_K:
+      case DType::kQ4_K:
+      case DType::kQ5_K:
+      case DType::kQ6_K:
+      case DType::kIQ4_NL:
+      case DType::kIQ4_XS:
+        return true;
+      default:
+        return q4_q8(t);
+    }
+  };
   const Tensor* a = node.src[0];
   switch (node.op) {
     case Op::kMulMat:
     case Op::kGetRows:
-      return is_float(a) || q4_q8(a);
-    case Op::kSetRows:
-      return is_float(&node);
+      return is_float(a) || gguf_blocks(a);
+    case Op::kSetRows:  // a quantized KV cache is written in Q4_0 / Q8_0 blocks
+      return is_float(&node) || (q4_q8(&node) && a->type == DType::kF32);
     case Op::kCpy:
     case Op::kDup:
     case Op::kCont:
-      return (is_float(a) && is_float(&node)) || (a->type == DType::kI32 && node.type == DType::kI32);
+      return (is_float(a) && is_float(&node)) || (a->type == DType::kI32 && node.type == DType::kI32) ||
+             (a->type == DType::kF32 && q4_q8(&node));
     case Op::kFlashAttnExt:
-      return is_float(node.src[1]) && is_float(node.src[2]) && node.src[0]->ne[0] <= 256 &&
+      return (is_float(node.src[1]) || q4_q8(node.src[1])) &&
+             (is_float(node.src[2]) || q4_q8(node.src[2])) && node.src[0]->ne[0] <= 256 &&
              node.src[2]->ne[0] <= 256;
     case Op::kAdd:
     case Op::kSub:
