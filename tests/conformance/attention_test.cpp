@@ -203,6 +203,13 @@ std::vector<Case> flash_attn_cases() {
       {"f16_gqa8_decode", 64, 64, 1, 300, 16, 2, 1, DType::kF16, DType::kF32, 1, 1},
       {"f16_gqa8_decode_split_keys", 64, 64, 1, 261, 8, 1, 1, DType::kF16, DType::kF32, 1, 1},
       {"f16_gqa12_prefill", 64, 48, 5, 70, 12, 1, 1, DType::kF16, DType::kF16, 5, 1},
+      // Real sizes: head dim 128, GQA 8:1, over 2048 keys (f16 and q8_0
+      // caches); head dims past the GPU's tiles (256, as Gemma) and off a
+      // multiple of 4.
+      {"f16_d128_gqa8_decode_depth2100", 128, 128, 1, 2100, 32, 4, 1, DType::kF16, DType::kF16, 1, 1},
+      {"q8_0_d128_gqa8_decode_depth2100", 128, 128, 1, 2100, 32, 4, 1, DType::kQ8_0, DType::kF16, 1, 1},
+      {"f16_d256", 256, 256, 3, 40, 4, 1, 1, DType::kF16, DType::kF16, 3, 1},
+      {"f16_d18", 18, 18, 3, 50, 4, 2, 1, DType::kF16, DType::kF16, 3, 1},
   };
   std::vector<Case> cases;
   for (const AttnCase& s : shapes) {
@@ -240,6 +247,7 @@ std::vector<Case> flash_attn_cases() {
   };
   for (const Prompt& s :
        {Prompt{"f16_prompt_gqa8_at_depth", 64, 64, 20, 160, 16, 2, 120, 1},
+        Prompt{"f16_prompt_d128_gqa8_at_depth2048", 128, 128, 24, 2100, 16, 2, 2048, 1},
         Prompt{"f16_prompt_two_sequences_interleaved", 64, 64, 12, 96, 8, 1, 70, 2},
         Prompt{"f16_prompt_two_sequences_apart", 64, 64, 12, 96, 8, 1, 30, 2, true},
         Prompt{"f16_prompt_63_rows", 40, 24, 25, 70, 6, 2, -1, 1},

@@ -119,7 +119,7 @@ struct Attention {
 inline constexpr int kMaxHeadDim = 256;
 // Result of the blocks that each took a share of the keys, combined; `partial`
 // scratch of attention_scratch_floats(...) floats when splits > 1.
-int attention_splits(const Arr& q, const Arr& k, int sm_count);
+int attention_splits(const Arr& q, const Arr& k, const Arr& v, int sm_count);
 int64_t attention_scratch_floats(const Arr& q, const Arr& v, int splits);
 void flash_attn(cudaStream_t s, const Arr& q, const Arr& k, const Arr& v, const Arr& mask,
                 const Arr& d, const Attention& p, int splits, float* partial);

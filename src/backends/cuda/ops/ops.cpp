@@ -380,7 +380,7 @@ void flash_attn(const OpContext& ctx, const Tensor& node) {
   p.alibi = alibi(fp.max_bias, q.ne[2]);
   const k::Arr qa = arr(q), ka = arr(kk), va = arr(v);
   const k::Arr mask = node.src[3] ? arr(*node.src[3]) : none();
-  const int splits = k::attention_splits(qa, ka, ctx.sm_count);
+  const int splits = k::attention_splits(qa, ka, va, ctx.sm_count);
   const int64_t floats = k::attention_scratch_floats(qa, va, splits);
   if (floats == 0) {
     k::flash_attn(ctx.stream, qa, ka, va, mask, arr(node), p, 1, nullptr);
