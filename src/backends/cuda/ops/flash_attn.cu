@@ -150,11 +150,12 @@ __device__ __forceinline__ bool f16_rows(const Arr& a) {
          a.nb[2] % 16 == 0 && a.nb[3] % 16 == 0 && reinterpret_cast<uintptr_t>(a.data) % 16 == 0;
 }
 
-// Elements i..i+7 of row (j, h, b) of f16 rows as floats (zeros when !in).
-__device__ __forceinline__ void load8(const Arr& a, int64_t i, int64_t j, int64_t h, int64_t b, bool in,
-                                      float* x) {
-  uint4 raw = make_uint4(0, 0, 0, 0);
-  if (in) raw = *reinterpret_cast<const uint4*>(at(a, i, j, h, b));
+// Elements i..i+7 of row (j, h, b) of f16 rows, raw (zeros when !in).
+__device__ __forceinline__ uint4 load8(const Arr& a, int64_t i, int64_t j, int64_t h, int64_t b, bool in) {
+  return in ? *reinterpret_cast<const uint4*>(at(a, i, j, h, b)) : make_uint4(0, 0, 0, 0);
+}
+
+__device__ __forceinline__ void halves_to_floats(uint4 raw, float* x) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int u = 0; u < 4; ++u) {
@@ -235,38 +236,50 @@ __global__ void __launch_bounds__(kWarps * kWarp, 2)
     if (!__syncthreads_or(any)) continue;
     // Lanes along the head dim (coalesced reads); k_s's padded rows keep the
     // transposed writes off one bank. f16 rows (the usual cache) go 8 halves
-    // (16 bytes) a load.
-    if (vec_k) {
-      const int per_key = static_cast<int>(dk / 8);
-      for (int e = threadIdx.x; e < kTileKeys * per_key; e += blockDim.x) {
-        const int key = e / per_key, i = (e % per_key) * 8;
-        float x[8];
-        load8(k, i, t0 + key, hk, bk, t0 + key < k_end, x);
+    // (16 bytes) a load, every load of the tile issued before the first
+    // store: one trip to memory a tile, not one per load.
+    if (vec_k && vec_v) {
+      constexpr int kLoads = kTileKeys * kTileDim / 8 / (kWarps * kWarp);
+      const int per_k = static_cast<int>(dk / 8), per_v = static_cast<int>(dv / 8);
+      uint4 kr[kLoads], vr[kLoads];
 #pragma unroll
-        for (int u = 0; u < 8; ++u) k_s[i + u][key] = x[u];
+      for (int u = 0; u < kLoads; ++u) {
+        const int e = threadIdx.x + u * kWarps * kWarp;
+        const int key_k = e / per_k, key_v = e / per_v;
+        kr[u] = load8(k, (e % per_k) * 8, t0 + key_k, hk, bk, key_k < kTileKeys && t0 + key_k < k_end);
+        vr[u] = load8(v, (e % per_v) * 8, t0 + key_v, hk, bk, key_v < kTileKeys && t0 + key_v < k_end);
+      }
+#pragma unroll
+      for (int u = 0; u < kLoads; ++u) {
+        const int e = threadIdx.x + u * kWarps * kWarp;
+        float x[8];
+        if (e < kTileKeys * per_k) {
+          const int key = e / per_k, i = (e % per_k) * 8;
+          halves_to_floats(kr[u], x);
+#pragma unroll
+          for (int w = 0; w < 8; ++w) k_s[i + w][key] = x[w];
+        }
+        if (e < kTileKeys * per_v) {
+          const int key = e / per_v, i = (e % per_v) * 8;
+          halves_to_floats(vr[u], x);
+          *reinterpret_cast<float4*>(&v_s[key][i]) = make_float4(x[0], x[1], x[2], x[3]);
+          *reinterpret_cast<float4*>(&v_s[key][i + 4]) = make_float4(x[4], x[5], x[6], x[7]);
+        }
       }
     } else {
       for (int key = warp; key < kTileKeys; key += kWarps) {
         const bool in = t0 + key < k_end;
         for (int i = lane; i < dk; i += kWarp) k_s[i][key] = in ? load_elem(k, i, t0 + key, hk, bk) : 0.0f;
-      }
-    }
-    if (vec_v) {
-      const int per_key = static_cast<int>(dv / 8);
-      for (int e = threadIdx.x; e < kTileKeys * per_key; e += blockDim.x) {
-        const int key = e / per_key, i = (e % per_key) * 8;
-        float x[8];
-        load8(v, i, t0 + key, hk, bk, t0 + key < k_end, x);
-        *reinterpret_cast<float4*>(&v_s[key][i]) = make_float4(x[0], x[1], x[2], x[3]);
-        *reinterpret_cast<float4*>(&v_s[key][i + 4]) = make_float4(x[4], x[5], x[6], x[7]);
-      }
-    } else {
-      for (int key = warp; key < kTileKeys; key += kWarps) {
-        const bool in = t0 + key < k_end;
         for (int i = lane; i < dv; i += kWarp) v_s[key][i] = in ? load_elem(v, i, t0 + key, hk, bk) : 0.0f;
       }
     }
     __syncthreads();
+    // A warp whose rows are all past the end (decode: a GQA group of fewer
+    // than 16 heads) only keeps the barriers. Live rows come first.
+    if (!live[0]) {
+      __syncthreads();
+      continue;
+    }
 
     // Scores of this lane's key for the warp's four rows.
     float s[kRowsPerWarp];
