@@ -83,6 +83,31 @@ struct KVec256 {
   static Scale scale(I v) {  // v in int16 range
     return _mm256_or_si256(_mm256_and_si256(v, set1(0xFFFF)), _mm256_slli_epi32(v, 16));
   }
+  // scale(byte_s(v, j)) (kSigned) or scale(byte_u(v, j)) in one vpshufb (and
+  // one vpsraw): byte j of each lane into both of its 16-bit halves, as the
+  // high byte (then shifted down with its sign) or the low one (zero above).
+  template <bool kSigned>
+  static Scale scale_byte(I v, int j) {
+    const I ctrl = _mm256_load_si256(reinterpret_cast<const I*>(kScaleCtrl[kSigned ? 1 : 0][j]));
+    const I b = _mm256_shuffle_epi8(v, ctrl);
+    return kSigned ? _mm256_srai_epi16(b, 8) : b;
+  }
+  // [signed][j]: per 32-bit lane k of a 128-bit half, bytes (4k + j, zero) twice
+  // (unsigned) or (zero, 4k + j) twice (signed); 0x80 reads as zero.
+  alignas(32) static constexpr uint8_t kScaleCtrl[2][4][32] = {
+#define TESSERA_LANE_U(k, j) 4 * (k) + (j), 0x80, 4 * (k) + (j), 0x80
+#define TESSERA_LANE_S(k, j) 0x80, 4 * (k) + (j), 0x80, 4 * (k) + (j)
+#define TESSERA_HALF(L, j) L(0, j), L(1, j), L(2, j), L(3, j)
+#define TESSERA_CTRL(L, j) {TESSERA_HALF(L, j), TESSERA_HALF(L, j)}
+      {TESSERA_CTRL(TESSERA_LANE_U, 0), TESSERA_CTRL(TESSERA_LANE_U, 1), TESSERA_CTRL(TESSERA_LANE_U, 2),
+       TESSERA_CTRL(TESSERA_LANE_U, 3)},
+      {TESSERA_CTRL(TESSERA_LANE_S, 0), TESSERA_CTRL(TESSERA_LANE_S, 1), TESSERA_CTRL(TESSERA_LANE_S, 2),
+       TESSERA_CTRL(TESSERA_LANE_S, 3)},
+#undef TESSERA_CTRL
+#undef TESSERA_HALF
+#undef TESSERA_LANE_S
+#undef TESSERA_LANE_U
+  };
   static I end(Acc acc, Scale s) { return _mm256_madd_epi16(acc, s); }
   static I add32(I a, I b) { return _mm256_add_epi32(a, b); }
   static I sub8(I a, I b) { return _mm256_sub_epi8(a, b); }

@@ -86,6 +86,10 @@ struct KVec512 {
     return _mm512_dpwssd_epi32(isum, ab, sp);
   }
   static Scale scale(I v) { return v; }
+  template <bool kSigned>
+  static Scale scale_byte(I v, int j) {
+    return scale(kSigned ? byte_s(v, j) : byte_u(v, j));
+  }
   static I end(Acc acc, Scale s) { return _mm512_mullo_epi32(acc, s); }
   static I add32(I a, I b) { return _mm512_add_epi32(a, b); }
   static I sub8(I a, I b) { return _mm512_sub_epi8(a, b); }

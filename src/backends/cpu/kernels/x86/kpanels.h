@@ -139,7 +139,7 @@ struct KMinPanel {
     // 16-fold scale), and d by 1/16: exact, as powers of two.
     const I sclo = V::byte_u(sc[P / 2], 2 * (P % 2));
     const auto slo = V::scale(kX16 ? V::template slli32<4>(sclo) : sclo);
-    const auto shi = V::scale(V::byte_u(sc[P / 2], 2 * (P % 2) + 1));
+    const auto shi = V::template scale_byte<false>(sc[P / 2], 2 * (P % 2) + 1);
 #pragma GCC unroll 2
     for (int t0 = 0; t0 < 8; t0 += kChain) {
       typename V::Acc dlo[C], dhi[C];
@@ -388,9 +388,7 @@ struct K16Panel {
       } else {
         for (int g = 0; g < 4; ++g) {
           const int sb = 8 * kHh + 2 * g + t0 / 4;  // sub-block of 16
-          const I b =
-              W::kSigned ? V::byte_s(scv[sb / 4], sb % 4) : V::byte_u(scv[sb / 4], sb % 4);
-          const auto sc = V::scale(b);
+          const auto sc = V::template scale_byte<W::kSigned>(scv[sb / 4], sb % 4);
           for (int c = 0; c < C; ++c) isum[c] = chain(V::add32(isum[c], V::end(dg[c][g], sc)));
         }
       }
