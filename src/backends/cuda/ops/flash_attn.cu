@@ -375,13 +375,19 @@ __global__ void combine_kernel(const float* partial, Arr d, int64_t n_head, int6
 
 int64_t rows_of(const Arr& q) { return q.ne[1] * q.ne[2] * q.ne[3]; }
 
+// tile_kernel's blocks of kTileRows rows per (KV head, batch): a GQA group's
+// heads times the query positions.
+int64_t row_tiles(const Arr& q, const Arr& k) {
+  return (q.ne[2] / k.ne[2] * q.ne[1] + kTileRows - 1) / kTileRows;
+}
+
 }  // namespace
 
 int attention_splits(const Arr& q, const Arr& k, const Arr& v, int sm_count) {
   // Enough blocks for four waves over the SMs, each share at least one tile
   // (tile_kernel), or two waves and kMinKeysPerSplit keys (row_kernel).
   const bool tiles = tile_fits(q, v);
-  const int64_t blocks = tiles ? (q.ne[2] / k.ne[2] * q.ne[1] + kTileRows - 1) / kTileRows * k.ne[2] * q.ne[3]
+  const int64_t blocks = tiles ? row_tiles(q, k) * k.ne[2] * q.ne[3]
                                : rows_of(q);
   const int64_t min_keys = tiles ? kTileKeys : kMinKeysPerSplit;
   const int64_t want = ((tiles ? 4 : 2) * int64_t{sm_count} + blocks - 1) / blocks;
@@ -398,7 +404,7 @@ void flash_attn(cudaStream_t s, const Arr& q, const Arr& k, const Arr& v, const 
   const int64_t rows = rows_of(q);
   if (rows == 0) return;
   if (tile_fits(q, v)) {
-    const int64_t tiles = (q.ne[2] / k.ne[2] * q.ne[1] + kTileRows - 1) / kTileRows;
+    const int64_t tiles = row_tiles(q, k);
     const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(splits),
                     static_cast<unsigned>(k.ne[2] * q.ne[3]));
     tile_kernel<<<grid, kWarps * kWarp, 0, s>>>(q, k, v, mask, d, p, splits, partial);
