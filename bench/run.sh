@@ -41,7 +41,7 @@ echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'
 flags="$(grep -m1 '^flags' /proc/cpuinfo)"
 tier=ref
 [[ "$flags" == *" avx2 "* && "$flags" == *" fma "* ]] && tier=avx2
-[[ "$flags" == *avx512_vnni* && "$flags" == *avx512_bf16* ]] && tier=avx512
+[[ "$flags" == *avx512_vnni* && "$flags" == *avx512_bf16* && "$flags" == *" gfni "* ]] && tier=avx512
 [[ "$tier" == avx512 && "$flags" == *amx_int8* ]] && tier=amx
 tier="${TESSERA_CPU_ISA:-$tier}"
 echo "# tier: $tier; shape $SHAPE; pp$P, tg$N, depths $DEPTHS, threads $THREADS, $REPS repetitions"

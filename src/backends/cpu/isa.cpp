@@ -15,6 +15,7 @@ namespace {
 struct Features {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
+  bool gfni = false;      // vgf2p8affineqb: bit moves inside bytes (the K-quant kernels)
   bool avx_vnni = false;  // VEX-encoded vpdpbusd on ymm (Alder Lake, Zen 5)
   bool amx_int8 = false;  // AMX-TILE + AMX-INT8, tile state enabled by the OS
 };
@@ -55,6 +56,7 @@ Features detect() {
   f.avx512bw = zmm && ((b >> 30) & 1);
   f.avx512vl = zmm && ((b >> 31) & 1);
   f.avx512vnni = zmm && ((c >> 11) & 1);
+  f.gfni = (c >> 8) & 1;
   // XCR0 bits 17 (XTILECFG) and 18 (XTILEDATA): the OS saves tile state.
   const bool tiles = zmm && ((xcr0_lo >> 17) & 3) == 3;
   f.amx_int8 = tiles && ((d >> 24) & 1) && ((d >> 25) & 1);
@@ -74,8 +76,9 @@ bool supported(Isa isa, const Features& f) {
     case Isa::kAvx2:
       return f.avx2 && f.fma && f.f16c;
     case Isa::kAvx512:
+      // GFNI: every AVX-512 BF16 part but Cooper Lake has it (Cooper Lake takes avx2).
       return f.avx2 && f.fma && f.f16c && f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni &&
-             f.avx512bf16;
+             f.avx512bf16 && f.gfni;
     case Isa::kAmx:
       return supported(Isa::kAvx512, f) && f.amx_int8 && amx_permitted();
   }

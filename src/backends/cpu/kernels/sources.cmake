@@ -31,9 +31,9 @@ list(APPEND TESSERA_CPU_KERNEL_SOURCES ${TESSERA_CPU_AVX2_SOURCES} ${TESSERA_CPU
 set_source_files_properties(${TESSERA_CPU_AVX2_SOURCES} PROPERTIES
   COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
 set_source_files_properties(${TESSERA_CPU_AVX512_SOURCES} PROPERTIES
-  COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512bf16")
+  COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512bf16;-mgfni")
 set_source_files_properties(${TESSERA_CPU_AMX_SOURCES} PROPERTIES
-  COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512bf16;-mamx-tile;-mamx-int8")
+  COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512vnni;-mavx512bf16;-mgfni;-mamx-tile;-mamx-int8")
 # A ceiling probe for a feature no tier needs: run only where cpuid reports it.
 set_source_files_properties(backends/cpu/kernels/avx2/probes_vnni.cpp PROPERTIES
   COMPILE_OPTIONS "-mavx2;-mavxvnni")

@@ -25,6 +25,8 @@ struct KVec256 {
   static constexpr int kQ5Chain = 4;  // half a Q5_K sub-block per chain
   static constexpr bool kNibbleX16 = false;  // maddubs pairs of 240 x 128 would saturate
   static constexpr size_t kGroupBytes = 32, kHalfScaleBytes = 16;
+  static constexpr bool kOneLoad = false;  // load_group (x86/kpanels.h)
+  static constexpr bool kGfni = false;  // (GFNI is no part of the tier)
 
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
   static I set1(int32_t v) { return _mm256_set1_epi32(v); }

@@ -23,6 +23,12 @@ struct KVec512 {
   static constexpr int kQ5Chain = 8;  // 32-bit sums: a whole sub-block per chain
   static constexpr bool kNibbleX16 = true;  // vpdpbusd takes u8 up to 240 unsaturated
   static constexpr size_t kGroupBytes = 64, kHalfScaleBytes = 32;
+  // Bit moves inside bytes in one vgf2p8affineqb (move_bits in x86/kpanels.h).
+  static constexpr bool kOneLoad = true;  // load_group (x86/kpanels.h)
+  static constexpr bool kGfni = true;
+  static I affine(I v, uint64_t matrix) {
+    return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(static_cast<long long>(matrix)), 0);
+  }
 
   static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
   static I set1(int32_t v) { return _mm512_set1_epi32(v); }

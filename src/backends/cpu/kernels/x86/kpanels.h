@@ -84,11 +84,19 @@ template <class T>
 // Group g of block q, rows kRows h .. (h: the half), with its prefetch when kPf.
 // The prefetch is an asm statement that takes the loaded group as an input,
 // so it issues after that load: as _mm_prefetch, GCC gathered a block's
-// prefetches into one burst at its top again.
+// prefetches into one burst at its top again. With V::kOneLoad (avx512) the
+// asm also hands the vector back, so GCC cannot fold the group into each op
+// that uses it as a memory operand (it loaded a Q5_K qs group three times and
+// each qh group twice per use: the loads, not the ALU, bounded the GEMV).
+// Cache-warm GEMV, one core of a Zen 5, best of 3 alternating runs: Q2_K to
+// IQ4_XS +11-17% with this and move_bits' GFNI. On avx2 (16 ymm) it cost
+// 4-10% instead: there the memory operands save registers.
 template <class V, bool kPf, size_t kAhead = kKPrefetchAhead>
 [[gnu::always_inline]] inline typename V::I load_group(const uint8_t* q, int g, int h) {
-  const typename V::I v = V::load(q + 64 * g + V::kGroupBytes * static_cast<size_t>(h));
-  if constexpr (kPf) {
+  typename V::I v = V::load(q + 64 * g + V::kGroupBytes * static_cast<size_t>(h));
+  if constexpr (kPf && V::kOneLoad) {
+    __asm__ volatile("prefetcht0 %1" : "+v"(v) : "m"(*(q + 64 * g + kAhead)));
+  } else if constexpr (kPf) {
     if (h == 0) {
       __asm__ volatile("prefetcht0 %0"
                        :
@@ -96,6 +104,27 @@ template <class V, bool kPf, size_t kAhead = kKPrefetchAhead>
     }
   }
   return v;
+}
+
+// Bits kFrom .. kFrom + kN - 1 of every byte of v moved to kTo .., the rest
+// zero. With GFNI (V::kGfni) one vgf2p8affineqb, whose 8x8 bit matrix maps
+// output bit o from input bit i when byte 7 - o of the matrix has bit i set;
+// otherwise a 16-bit shift and a mask (bits a shift carries across a byte
+// boundary fall outside the mask).
+template <class V, int kFrom, int kTo, int kN, bool kGf = V::kGfni>
+[[gnu::always_inline]] inline typename V::I move_bits(typename V::I v) {
+  static_assert(kFrom + kN <= 8 && kTo + kN <= 8);
+  if constexpr (kGf) {
+    uint64_t m = 0;
+    for (int j = 0; j < kN; ++j) m |= uint64_t{1} << (kFrom + j) << (8 * (7 - kTo - j));
+    return V::affine(v, m);
+  } else {
+    constexpr uint32_t kByte = ((1u << kN) - 1) << kTo;
+    const typename V::I mask = V::set1(static_cast<int32_t>(kByte * 0x01010101u));
+    if constexpr (kTo > kFrom) return V::and_(V::template slli16<kTo - kFrom>(v), mask);
+    if constexpr (kTo < kFrom) return V::and_(V::template srli16<kFrom - kTo>(v), mask);
+    return V::and_(v, mask);
+  }
 }
 
 // Q4_K, and Q5_K (kFifth: the fifth bit of each q from qh, ORed in as bit 4
@@ -122,12 +151,7 @@ struct KMinPanel {
   // stays inside its byte, so no neighbour leaks in after the mask).
   template <int kFrom>
   [[gnu::always_inline]] static I bit4(I qh) {
-    const I m10 = V::set1(0x10101010);
-    if constexpr (kFrom <= 4) {
-      return V::and_(V::template slli16<4 - kFrom>(qh), m10);
-    } else {
-      return V::and_(V::template srli16<kFrom - 4>(qh), m10);
-    }
+    return move_bits<V, kFrom, 4, 1>(qh);
   }
 
   // Sub-blocks 2P (low nibbles) and 2P + 1 (high) of one block into isum.
@@ -149,7 +173,7 @@ struct KMinPanel {
         const I v = load_group<V, kPf, kAhead>(q, kQs + 8 * P + t, h);
         I lo = V::and_(v, m4);
         I hi = kX16 ? V::and_(v, V::set1(static_cast<int32_t>(0xF0F0F0F0)))
-                    : V::and_(V::template srli16<4>(v), m4);
+                    : move_bits<V, 4, 0, 4>(v);
         if constexpr (kFifth) {  // qh bytes 4t..4t+3: bits 2P, 2P + 1 (read once per block)
           const I qh = load_group<V, kPf && P == 0, kAhead>(q, 3 + t, h);
           lo = V::or_(lo, bit4<2 * P>(qh));
@@ -239,14 +263,14 @@ struct Q6KBytes {  // ql[128] (groups 0-31), qh[64] (32-47), int8 scales[16] (48
   }
   template <bool kPf, int kHh>
   [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
-    const I m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
+    const I m4 = V::set1(0x0F0F0F0F);
     const I qh = load_group<V, kPf, kAhead>(q, 32 + 8 * kHh + t, h);
     const I l0 = load_group<V, kPf, kAhead>(q, 16 * kHh + t, h);
     const I l1 = load_group<V, kPf, kAhead>(q, 16 * kHh + 8 + t, h);
-    w[0] = V::or_(V::and_(l0, m4), V::and_(V::template slli16<4>(qh), m30));
-    w[1] = V::or_(V::and_(l1, m4), V::and_(V::template slli16<2>(qh), m30));
-    w[2] = V::or_(V::and_(V::template srli16<4>(l0), m4), V::and_(qh, m30));
-    w[3] = V::or_(V::and_(V::template srli16<4>(l1), m4), V::and_(V::template srli16<2>(qh), m30));
+    w[0] = V::or_(V::and_(l0, m4), move_bits<V, 0, 4, 2>(qh));
+    w[1] = V::or_(V::and_(l1, m4), move_bits<V, 2, 4, 2>(qh));
+    w[2] = V::or_(move_bits<V, 4, 0, 4>(l0), move_bits<V, 4, 4, 2>(qh));
+    w[3] = V::or_(move_bits<V, 4, 0, 4>(l1), move_bits<V, 6, 4, 2>(qh));
   }
   static void pairs(const uint8_t*, int, const I (&scv)[4], I (&p)[8]) {
     for (int g = 0; g < 4; ++g) {
@@ -286,16 +310,14 @@ struct Q3KBytes {
   }
   template <bool kPf, int kHh>
   [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
-    const I m3 = V::set1(0x03030303), m04 = V::set1(0x04040404);
     const I qs = load_group<V, kPf>(q, 8 + 8 * kHh + t, h);
-    // hmask bytes 4t..4t+3: bit 4 hh + g is the high bit of crumb g, moved to bit 2
-    // (16-bit shifts; the bits used stay inside their byte).
-    I hm = load_group < V, kPf && kHh == 0 > (q, t, h);
-    if constexpr (kHh == 1) hm = V::template srli16<4>(hm);
-    w[0] = V::or_(V::and_(qs, m3), V::and_(V::template slli16<2>(hm), m04));
-    w[1] = V::or_(V::and_(V::template srli16<2>(qs), m3), V::and_(V::template slli16<1>(hm), m04));
-    w[2] = V::or_(V::and_(V::template srli16<4>(qs), m3), V::and_(hm, m04));
-    w[3] = V::or_(V::and_(V::template srli16<6>(qs), m3), V::and_(V::template srli16<1>(hm), m04));
+    // hmask bytes 4t..4t+3: bit 4 hh + g is the high bit of crumb g, moved to bit 2.
+    const I hm = load_group < V, kPf && kHh == 0 > (q, t, h);
+    constexpr int kH = 4 * kHh;
+    w[0] = V::or_(move_bits<V, 0, 0, 2, false>(qs), move_bits<V, kH, 2, 1>(hm));
+    w[1] = V::or_(move_bits<V, 2, 0, 2, false>(qs), move_bits<V, kH + 1, 2, 1>(hm));
+    w[2] = V::or_(move_bits<V, 4, 0, 2, false>(qs), move_bits<V, kH + 2, 2, 1>(hm));
+    w[3] = V::or_(move_bits<V, 6, 0, 2, false>(qs), move_bits<V, kH + 3, 2, 1>(hm));
   }
   static void pairs(const uint8_t* q, int h, const I (&scv)[4], I (&p)[8]) {
     Q6KBytes<V>::pairs(q, h, scv, p);
@@ -319,12 +341,11 @@ struct Q2KBytes {
   }
   template <bool kPf, int kHh>
   [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
-    const I m3 = V::set1(0x03030303);
     const I qs = load_group<V, kPf>(q, 4 + 8 * kHh + t, h);
-    w[0] = V::and_(qs, m3);
-    w[1] = V::and_(V::template srli16<2>(qs), m3);
-    w[2] = V::and_(V::template srli16<4>(qs), m3);
-    w[3] = V::and_(V::template srli16<6>(qs), m3);
+    w[0] = move_bits<V, 0, 0, 2, false>(qs);
+    w[1] = move_bits<V, 2, 0, 2, false>(qs);
+    w[2] = move_bits<V, 4, 0, 2, false>(qs);
+    w[3] = move_bits<V, 6, 0, 2, false>(qs);
   }
   static void pairs(const uint8_t* q, int h, const I (&)[4], I (&p)[8]) {
     const I lo16 = V::set1(0x000F000F);
@@ -459,7 +480,7 @@ struct IQ4XSPanel {
     for (int t = 0; t < 4; ++t) {  // qs bytes 16 J + 4t: elements 32 J + 4t (low), + 16 (high)
       const I v = load_group<V, kPf>(q, 1 + 4 * J + t, h);
       const I lo = V::lut(table, V::and_(v, m4));
-      const I hi = V::lut(table, V::and_(V::template srli16<4>(v), m4));
+      const I hi = V::lut(table, move_bits<V, 4, 0, 4>(v));
       for (int c = 0; c < C; ++c) {
         d[c] = V::sdot(d[c], lo, xb[c]->qs + 32 * J + 4 * t);
         d[c] = V::sdot(d[c], hi, xb[c]->qs + 32 * J + 16 + 4 * t);
