@@ -110,11 +110,11 @@ template <class V, bool kPf, size_t kAhead = kKPrefetchAhead>
 // zero. With GFNI (V::kGfni) one vgf2p8affineqb, whose 8x8 bit matrix maps
 // output bit o from input bit i when byte 7 - o of the matrix has bit i set;
 // otherwise a 16-bit shift and a mask (bits a shift carries across a byte
-// boundary fall outside the mask).
-template <class V, int kFrom, int kTo, int kN, bool kGf = V::kGfni>
+// boundary fall outside the mask). Bits that stay in place take only the mask.
+template <class V, int kFrom, int kTo, int kN>
 [[gnu::always_inline]] inline typename V::I move_bits(typename V::I v) {
   static_assert(kFrom + kN <= 8 && kTo + kN <= 8);
-  if constexpr (kGf) {
+  if constexpr (V::kGfni && kFrom != kTo) {
     uint64_t m = 0;
     for (int j = 0; j < kN; ++j) m |= uint64_t{1} << (kFrom + j) << (8 * (7 - kTo - j));
     return V::affine(v, m);
@@ -147,13 +147,6 @@ struct KMinPanel {
   using I = typename V::I;
   using F = typename V::F;
 
-  // Bit kFrom of each byte of qh moved to bit 4 (16-bit shifts; the bit
-  // stays inside its byte, so no neighbour leaks in after the mask).
-  template <int kFrom>
-  [[gnu::always_inline]] static I bit4(I qh) {
-    return move_bits<V, kFrom, 4, 1>(qh);
-  }
-
   // Sub-blocks 2P (low nibbles) and 2P + 1 (high) of one block into isum.
   template <int P, int C, bool kPf>
   [[gnu::always_inline]] static void sub_pair(const uint8_t* q, int h, const block_q8_K* const* xb,
@@ -174,10 +167,10 @@ struct KMinPanel {
         I lo = V::and_(v, m4);
         I hi = kX16 ? V::and_(v, V::set1(static_cast<int32_t>(0xF0F0F0F0)))
                     : move_bits<V, 4, 0, 4>(v);
-        if constexpr (kFifth) {  // qh bytes 4t..4t+3: bits 2P, 2P + 1 (read once per block)
+        if constexpr (kFifth) {  // qh bytes 4t..4t+3: bits 2P, 2P + 1 to bit 4 (read once per block)
           const I qh = load_group<V, kPf && P == 0, kAhead>(q, 3 + t, h);
-          lo = V::or_(lo, bit4<2 * P>(qh));
-          hi = V::or_(hi, bit4<2 * P + 1>(qh));
+          lo = V::or_(lo, move_bits<V, 2 * P, 4, 1>(qh));
+          hi = V::or_(hi, move_bits<V, 2 * P + 1, 4, 1>(qh));
         }
         for (int c = 0; c < C; ++c) {
           dlo[c] = V::dot(dlo[c], lo, xb[c]->qs + 64 * P + 4 * t);
@@ -314,10 +307,10 @@ struct Q3KBytes {
     // hmask bytes 4t..4t+3: bit 4 hh + g is the high bit of crumb g, moved to bit 2.
     const I hm = load_group < V, kPf && kHh == 0 > (q, t, h);
     constexpr int kH = 4 * kHh;
-    w[0] = V::or_(move_bits<V, 0, 0, 2, false>(qs), move_bits<V, kH, 2, 1>(hm));
-    w[1] = V::or_(move_bits<V, 2, 0, 2, false>(qs), move_bits<V, kH + 1, 2, 1>(hm));
-    w[2] = V::or_(move_bits<V, 4, 0, 2, false>(qs), move_bits<V, kH + 2, 2, 1>(hm));
-    w[3] = V::or_(move_bits<V, 6, 0, 2, false>(qs), move_bits<V, kH + 3, 2, 1>(hm));
+    w[0] = V::or_(move_bits<V, 0, 0, 2>(qs), move_bits<V, kH, 2, 1>(hm));
+    w[1] = V::or_(move_bits<V, 2, 0, 2>(qs), move_bits<V, kH + 1, 2, 1>(hm));
+    w[2] = V::or_(move_bits<V, 4, 0, 2>(qs), move_bits<V, kH + 2, 2, 1>(hm));
+    w[3] = V::or_(move_bits<V, 6, 0, 2>(qs), move_bits<V, kH + 3, 2, 1>(hm));
   }
   static void pairs(const uint8_t* q, int h, const I (&scv)[4], I (&p)[8]) {
     Q6KBytes<V>::pairs(q, h, scv, p);
@@ -342,10 +335,10 @@ struct Q2KBytes {
   template <bool kPf, int kHh>
   [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
     const I qs = load_group<V, kPf>(q, 4 + 8 * kHh + t, h);
-    w[0] = move_bits<V, 0, 0, 2, false>(qs);
-    w[1] = move_bits<V, 2, 0, 2, false>(qs);
-    w[2] = move_bits<V, 4, 0, 2, false>(qs);
-    w[3] = move_bits<V, 6, 0, 2, false>(qs);
+    w[0] = move_bits<V, 0, 0, 2>(qs);
+    w[1] = move_bits<V, 2, 0, 2>(qs);
+    w[2] = move_bits<V, 4, 0, 2>(qs);
+    w[3] = move_bits<V, 6, 0, 2>(qs);
   }
   static void pairs(const uint8_t* q, int h, const I (&)[4], I (&p)[8]) {
     const I lo16 = V::set1(0x000F000F);
