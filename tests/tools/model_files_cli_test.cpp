@@ -56,6 +56,10 @@ TEST_F(ModelFilesCli, SynthThenQuantizeThenRun) {
   r = run_command(tessera("run -m " + at("k.gguf") + " -p 'Once upon a time' -n 8 --temp 0"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("8 tokens"), std::string::npos) << r.err;
+  // bench names the file by its mix, as llama-bench does, not by its commonest type.
+  r = run_command(tessera("bench -m " + at("k.gguf") + " -p 8 -n 2 -r 1 -t 1 --ceilings 0"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(" Q4_K_M "), std::string::npos) << r.out;
   // And by number (30: IQ4_XS).
   r = run_command(tessera("quantize " + at("t.gguf") + " " + at("x.gguf") + " 30 2"));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -29,6 +29,7 @@
 #include "tessera/ceilings.h"
 #include "tessera/engine.h"
 #include "tessera/error.h"
+#include "tessera/quantize.h"
 
 namespace tessera::cli {
 namespace {
@@ -70,7 +71,8 @@ struct Test {
   }
 };
 
-// "llama 1.1B Q4_0": architecture, parameters, the type holding most bytes.
+// "llama 1.1B Q4_K_M": architecture, parameters, the file's mix (or the type
+// holding most bytes).
 struct ModelInfo {
   std::string type;
   uint64_t bytes = 0;
@@ -115,6 +117,15 @@ ModelInfo describe(const Model& model) {
     }
   }
   for (char& c : main_type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  // A mix (Q4_K_M puts Q6_K on some tensors, Q4_K on most) is named by the
+  // file's general.file_type, as llama-bench names it; the type holding most
+  // bytes names a file without one, or with a number no mix has.
+  if (const gguf::Value* ft = model.file().find("general.file_type"); ft && ft->is_integer()) {
+    try {
+      if (const auto mix = quantize_mix_from_name(std::to_string(ft->u64()))) main_type = mix->name;
+    } catch (const Error&) {  // a negative number: no mix
+    }
+  }
   const double p = double(info.params);
   const std::string size = p >= 1e9    ? fmt::format("{:.1f}B", p / 1e9)
                            : p >= 1e7 ? fmt::format("{:.0f}M", p / 1e6)
