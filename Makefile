@@ -3,8 +3,7 @@
 #   make test   install what is missing, build, run every test
 # Other targets: build, asan, fuzz, bench, format, clean.
 
-SHARED ?= $(abspath ../shared)
-MODEL  ?= $(SHARED)/models/stories260K.gguf
+MODEL  ?= models/stories260K.gguf
 PROMPT ?= Once upon a time, there was a little girl named Lily. She
 JOBS   ?= $(shell nproc)
 BUILD  := build/release
@@ -19,11 +18,11 @@ node-deps: deps
 	@scripts/node-deps.sh
 
 build: deps node-deps
-	@cmake --preset release -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --preset release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 demo: deps
-	@cmake --preset release -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --preset release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS) --target tessera
 	$(BUILD)/bin/tessera run -m $(MODEL) -p "$(PROMPT)" -n 200 -s 42
 
@@ -32,7 +31,7 @@ test: build
 
 # Tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
 asan: deps
-	@cmake --preset asan -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --preset asan >/dev/null
 	@cmake --build build/asan -j $(JOBS)
 	@cd build/asan && ctest --output-on-failure -j $(JOBS)
 
@@ -40,12 +39,12 @@ asan: deps
 FUZZ_SECONDS ?= 60
 fuzz:
 	@scripts/install-deps.sh --ci
-	@cmake --preset fuzz -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --preset fuzz >/dev/null
 	@cmake --build build/fuzz -j $(JOBS)
 	@scripts/run-fuzz.sh build/fuzz $(FUZZ_SECONDS)
 
 bench: deps
-	@cmake --preset release -DTESSERA_BUILD_BENCH=ON -DTESSERA_SHARED_DIR=$(SHARED) >/dev/null
+	@cmake --preset release -DTESSERA_BUILD_BENCH=ON >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
 format:

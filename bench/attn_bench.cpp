@@ -26,9 +26,9 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/isa.h"
-#include "tessera/graph.h"
-#include "tessera/half.h"
-#include "tessera/ops.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/half.h"
+#include "tessera/core/ops.h"
 
 namespace tessera::bench {
 namespace {

@@ -1,13 +1,12 @@
 // CPU MUL_MAT micro-benchmarks with roofline probes in the same run
-// (kernels.md §2.7): memory read bandwidth, FMA peak and the int8 dot peak of
-// the tier's own instructions (backends/cpu/ceilings.h) on 1 and 2 threads,
-// then MUL_MAT on the CPU device (2 threads) at batch 1 (GEMV)
-// and 512 (GEMM) for F16, Q8_0, Q4_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights in
-// the device's
-// weights buffer (repacked into panels), anonymous memory as models hold them. GEMV rotates through
-// enough weight copies (>= 256 MiB) that every call streams from DRAM, not L3. A summary at the end
-// gives GEMV as a fraction of the measured 2-thread read bandwidth and GEMM next to the 2-thread
-// peaks, so ratios come from one run on a (shared, noisy) machine.
+// (docs/cpu-kernels.md, "Ceilings and probes"): memory read bandwidth, FMA peak and the int8 dot
+// peak of the tier's own instructions (backends/cpu/ceilings.h) on 1 and 2 threads, then MUL_MAT on
+// the CPU device (2 threads) at batch 1 (GEMV) and 512 (GEMM) for F16, Q8_0, Q4_0, IQ4_NL, Q2_K,
+// Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights in the device's weights buffer (repacked into panels),
+// anonymous memory as models hold them. GEMV rotates through enough weight copies (>= 256 MiB) that
+// every call streams from DRAM, not L3. A summary at the end gives GEMV as a fraction of the
+// measured 2-thread read bandwidth and GEMM next to the 2-thread peaks, so ratios come from one run
+// on a (shared, noisy) machine.
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
@@ -21,12 +20,12 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/cpu/cpu_backend.h"
-#include "runtime/host/host_memory.h"
-#include "backends/cpu/isa.h"
 #include "backends/cpu/ceilings.h"
-#include "tessera/graph.h"
-#include "tessera/ops.h"
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/isa.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
+#include "tessera/runtime/host_memory.h"
 
 namespace tessera::bench {
 namespace {

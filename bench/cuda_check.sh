@@ -12,14 +12,13 @@
 #   bench/cuda_check.sh            # everything
 #   SKIP_TESTS=1 bench/cuda_check.sh
 #
-# Knobs: ARCH (90), BUILD (build/cuda), SHARED (../shared), CACHE
+# Knobs: ARCH (90), BUILD (build/cuda), CACHE
 # (${XDG_CACHE_HOME:-~/.cache}/tessera-bench), TYPES ("q4_0 q8_0 f16"), REPS (3).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
 ARCH="${ARCH:-90}"
 BUILD="${BUILD:-$here/build/cuda}"
-SHARED="${SHARED:-$(cd "$here/.." && pwd)/shared}"
 CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
 TYPES="${TYPES:-q4_0 q8_0 f16}"
 REPS="${REPS:-3}"
@@ -31,7 +30,7 @@ command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,dri
 
 stage "build (sm_$ARCH)"
 cmake -S "$here" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTESSERA_CUDA=ON \
-  -DTESSERA_CUDA_ARCHITECTURES="$ARCH" -DTESSERA_SHARED_DIR="$SHARED" >/dev/null
+  -DTESSERA_CUDA_ARCHITECTURES="$ARCH" >/dev/null
 cmake --build "$BUILD" -j "$jobs" --target tessera conformance_test cuda_test
 tessera="$BUILD/bin/tessera"
 "$tessera" devices | sed -n '1,8p'
@@ -43,11 +42,7 @@ if [[ "${SKIP_TESTS:-0}" != 1 ]]; then
   "$BUILD/tests/cuda_test" --gtest_brief=1 2>&1 | tail -25 || true
 fi
 
-vocab="$SHARED/fixtures/tokenizer/ggml-vocab-llama-spm.gguf"
-if [[ ! -f "$vocab" ]]; then
-  echo "cuda_check.sh: $vocab not found (set SHARED); no benchmark" >&2
-  exit 1
-fi
+vocab="$here/tests/fixtures/tokenizer/ggml-vocab-llama-spm.gguf"
 mkdir -p "$CACHE"
 results="$(mktemp)"
 for type in $TYPES; do

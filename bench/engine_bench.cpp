@@ -20,10 +20,11 @@
 
 #include <fmt/format.h>
 
-#include "tessera/engine.h"
-#include "tessera/placement.h"
-#include "tessera/runtime.h"
-#include "tessera/synth.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/placement.h"
+#include "tessera/models/synth.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera {
 namespace {
@@ -36,7 +37,7 @@ std::filesystem::path synthesize(const SynthShape& s, DType type) {
   SynthOptions o;
   o.shape = s;
   o.type = type;
-  o.vocab = std::filesystem::path(TESSERA_SHARED_DIR) / "fixtures/tokenizer/ggml-vocab-llama-spm.gguf";
+  o.vocab = std::filesystem::path(TESSERA_FIXTURES_DIR) / "tokenizer/ggml-vocab-llama-spm.gguf";
   synthesize_model(o, path);
   return path;
 }

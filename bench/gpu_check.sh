@@ -21,7 +21,7 @@ set -uo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export TESSERA_SHARED_DIR="$here/shared"
+export TESSERA_MODELS_DIR="$here/models" TESSERA_FIXTURES_DIR="$here/fixtures"
 MODELS="${MODELS:-${HOME:-/tmp}/.cache/tessera-gpu}"
 REPS="${REPS:-3}"
 STEP_S="${STEP_S:-150}"
@@ -85,7 +85,7 @@ if [[ $gpu == 0 ]]; then
   exit 0
 fi
 mkdir -p "$MODELS"
-vocab="$here/shared/fixtures/tokenizer/ggml-vocab-llama-spm.gguf"
+vocab="$here/fixtures/tokenizer/ggml-vocab-llama-spm.gguf"
 make_model() {  # shape type file
   [[ -f "$3" ]] && return 0
   T "$tessera" synth --shape "$1" --type "$2" --vocab "$vocab" -o "$3" 2>&1 | grep -E "^wrote|rror"

@@ -8,8 +8,8 @@
 
 #include <random>
 
-#include "tessera/gguf.h"
-#include "tessera/grammar.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/grammar/grammar.h"
 
 namespace tessera {
 namespace {
@@ -27,7 +27,7 @@ const Tokenizer& vocab(const std::string& name) {
   static std::map<std::string, std::pair<gguf::File, Tokenizer>>* cache = new std::map<std::string, std::pair<gguf::File, Tokenizer>>();
   auto it = cache->find(name);
   if (it == cache->end()) {
-    gguf::File f = gguf::File::open(std::string(TESSERA_SHARED_DIR) + "/fixtures/tokenizer/" + name);
+    gguf::File f = gguf::File::open(std::string(TESSERA_FIXTURES_DIR) + "/tokenizer/" + name);
     Tokenizer t = Tokenizer::from_gguf(f);
     it = cache->emplace(name, std::pair{std::move(f), std::move(t)}).first;
   }

@@ -4,7 +4,6 @@
 function(tessera_target_defaults target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow
                          -Wno-missing-field-initializers)
-  target_compile_definitions(${target} PRIVATE TESSERA_SHARED_DIR="${TESSERA_SHARED_DIR}")
   if(TESSERA_SANITIZE)
     string(REPLACE ";" "," _san "${TESSERA_SANITIZE}")
     target_compile_options(${target} PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer
@@ -14,6 +13,12 @@ function(tessera_target_defaults target)
   endif()
 endfunction()
 
-# ../shared beside the checkout holds models and fixtures used by tests and the demo.
-get_filename_component(_default_shared "${CMAKE_SOURCE_DIR}/../shared" ABSOLUTE)
-set(TESSERA_SHARED_DIR "${_default_shared}" CACHE PATH "Folder with models/ and fixtures/")
+# The repository's data: models/ (the default model and the small models tests
+# load) and tests/fixtures/ (llama.cpp's reference outputs), each with its
+# PROVENANCE.md. Tests, benchmarks and fuzzers find them through these.
+set(TESSERA_MODELS_DIR "${PROJECT_SOURCE_DIR}/models")
+set(TESSERA_FIXTURES_DIR "${PROJECT_SOURCE_DIR}/tests/fixtures")
+function(tessera_data_paths target)
+  target_compile_definitions(${target} PRIVATE TESSERA_MODELS_DIR="${TESSERA_MODELS_DIR}"
+                             TESSERA_FIXTURES_DIR="${TESSERA_FIXTURES_DIR}")
+endfunction()

@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/chat_template.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
+#include "tessera/text/chat_template.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <optional>
 
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
 
 namespace {
 

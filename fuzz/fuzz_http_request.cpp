@@ -18,10 +18,10 @@
 #include "server/http.h"
 #include "server/http_error.h"
 #include "server/oai.h"
-#include "tessera/chat.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "tessera/tokenizer.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/serving/chat.h"
+#include "tessera/text/tokenizer.h"
 
 namespace {
 
@@ -40,9 +40,8 @@ struct Vocabulary {
 
 const Vocabulary& vocabulary() {
   static const Vocabulary v = [] {
-    const char* env = std::getenv("TESSERA_SHARED_DIR");
-    const std::filesystem::path shared = env != nullptr && *env != '\0' ? env : TESSERA_SHARED_DIR;
-    return Vocabulary(tessera::gguf::File::open(shared / "models" / "stories260K.gguf"));
+    return Vocabulary(
+        tessera::gguf::File::open(std::filesystem::path(TESSERA_MODELS_DIR) / "stories260K.gguf"));
   }();
   return v;
 }

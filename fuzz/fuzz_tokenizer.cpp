@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "tessera/tokenizer.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/text/tokenizer.h"
 
 namespace {
 
@@ -31,9 +31,7 @@ void require(bool ok, const char* what) {
 }
 
 std::filesystem::path fixture_dir() {
-  const char* env = std::getenv("TESSERA_SHARED_DIR");
-  const std::filesystem::path shared = env != nullptr && *env != '\0' ? env : TESSERA_SHARED_DIR;
-  return shared / "fixtures" / "tokenizer";
+  return std::filesystem::path(TESSERA_FIXTURES_DIR) / "tokenizer";
 }
 
 // Loaded once per process; libFuzzer calls the target many times.
@@ -43,10 +41,9 @@ const std::vector<Tokenizer>& vocabularies() {
     for (const char* name : {"llama-spm", "gpt-2", "deepseek-llm", "falcon", "mpt", "phi-3",
                              "starcoder", "deepseek-coder"}) {
       const auto path = fixture_dir() / (std::string("ggml-vocab-") + name + ".gguf");
-      if (std::filesystem::exists(path))
-        out.push_back(Tokenizer::from_gguf(tessera::gguf::File::open(path)));
+      require(std::filesystem::exists(path), "a vocabulary of tests/fixtures/tokenizer is missing");
+      out.push_back(Tokenizer::from_gguf(tessera::gguf::File::open(path)));
     }
-    require(!out.empty(), "no vocabularies under TESSERA_SHARED_DIR/fixtures/tokenizer");
     return out;
   }();
   return all;

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev
           libfmt-dev nlohmann-json3-dev libcli11-dev libopenblas-dev libpcre2-dev
           libcpp-httplib-dev libboost-dev zlib1g-dev libbrotli-dev chromium
-          libopenmpi-dev openmpi-bin)
+          libopenmpi-dev openmpi-bin python3)
 # Node runs the e2e tests (tests/e2e: the openai npm client, the chat page in
 # Chromium). A node from elsewhere (e.g. NodeSource, which bundles npm) is kept.
 command -v node >/dev/null || packages+=(nodejs)

@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target in BUILD_DIR/fuzz for SECONDS each, from a seed
-# corpus made of the shared GGUF files. Fails on any crash, leak, timeout or OOM.
+# corpus plus the repository's GGUF files and chat templates. Fails on any crash, leak, timeout or OOM.
 # Usage: scripts/run-fuzz.sh BUILD_DIR SECONDS
 set -euo pipefail
 build=$1
 seconds=$2
-shared=${TESSERA_SHARED_DIR:-$(cd "$(dirname "$0")/../.." && pwd)/shared}
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 for target in "$build"/fuzz/fuzz_*; do
@@ -16,14 +15,14 @@ for target in "$build"/fuzz/fuzz_*; do
   [[ -d "$seeds" ]] && cp "$seeds"/* "$corpus"/ 2>/dev/null || true
   max_len=8192
   if [[ "$name" == fuzz_gguf ]]; then
-    # Seeds from the shared models and vocab files (truncated copies keep runs fast).
-    for f in "$shared"/models/*.gguf "$shared"/fixtures/tokenizer/*.gguf; do
+    # Seeds from the repository's models and vocab files (truncated copies keep runs fast).
+    for f in "$root"/models/*.gguf "$root"/tests/fixtures/tokenizer/*.gguf; do
       [[ -f "$f" ]] && head -c 65536 "$f" > "$corpus/$(basename "$f").head"
     done
     max_len=1048576
   elif [[ "$name" == fuzz_chat_template ]]; then
-    # Seeds: the real models' templates of the shared fixtures.
-    for f in "$shared"/fixtures/chat-templates/*.jinja; do
+    # Seeds: the real models' templates among the fixtures.
+    for f in "$root"/tests/fixtures/chat-templates/*.jinja; do
       [[ -f "$f" ]] && cp "$f" "$corpus/"
     done
     max_len=16384

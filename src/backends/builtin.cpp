@@ -1,12 +1,12 @@
 // The one place that names the backends compiled into this build.
-#include "backends/cpu/cpu_backend.h"
-#include "tessera/runtime.h"
+#include "cpu/cpu_backend.h"
+#include "tessera/backends/builtin.h"
 
 #if TESSERA_HAVE_BLAS
-#include "backends/blas/blas_backend.h"
+#include "blas/blas_backend.h"
 #endif
 #if TESSERA_HAVE_CUDA
-#include "backends/cuda/cuda_backend.h"
+#include "cuda/cuda_backend.h"
 #endif
 
 namespace tessera {

@@ -1,10 +1,10 @@
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
 
 #include <array>
 #include <cctype>
 #include <limits>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {

@@ -1,6 +1,6 @@
-#include "tessera/graph.h"
+#include "tessera/core/graph.h"
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 

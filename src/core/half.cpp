@@ -1,4 +1,4 @@
-#include "tessera/half.h"
+#include "tessera/core/half.h"
 
 namespace tessera {
 

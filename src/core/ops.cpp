@@ -1,9 +1,9 @@
-#include "tessera/ops.h"
+#include "tessera/core/ops.h"
 
 #include <fmt/format.h>
 
-#include "core/ops_check.h"
-#include "tessera/error.h"
+#include "ops_check.h"
+#include "tessera/core/error.h"
 
 namespace tessera::ops {
 namespace {

@@ -2,8 +2,8 @@
 // Shapes and params follow ggml's ops of the same names (slots: tessera/op_params.h).
 #include <fmt/format.h>
 
-#include "core/ops_check.h"
-#include "tessera/ops.h"
+#include "ops_check.h"
+#include "tessera/core/ops.h"
 
 namespace tessera::ops {
 namespace {

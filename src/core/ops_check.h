@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "tessera/error.h"
-#include "tessera/tensor.h"
+#include "tessera/core/error.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera::ops::detail {
 

@@ -1,4 +1,4 @@
-// Graph builders for the rest of SPEC.md §2: data movement (CONCAT, REPEAT,
+// Graph builders for the rest of the op set (docs/ops.md): data movement (CONCAT, REPEAT,
 // ACC, PAD), generators (ARANGE, TIMESTEP_EMBEDDING), reductions (SUM_ROWS,
 // ARGSORT, GROUP_NORM) and image helpers (IM2COL, POOL_2D, UPSCALE).
 #include <algorithm>
@@ -8,8 +8,8 @@
 
 #include <fmt/format.h>
 
-#include "core/ops_check.h"
-#include "tessera/ops.h"
+#include "ops_check.h"
+#include "tessera/core/ops.h"
 
 namespace tessera::ops {
 namespace {

@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/quants.h"
-#include "tessera/dtype.h"
-#include "tessera/error.h"
-#include "tessera/half.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
+#include "tessera/core/quants.h"
 
 namespace tessera {
 namespace {

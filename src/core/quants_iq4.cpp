@@ -8,14 +8,14 @@
 // the functions llama-quantize calls, with their 15-step scale search (ntry 7),
 // with or without an importance matrix. ggml's quantize_row_iq4_nl_ref skips
 // that search and gives other bytes; tessera follows the file writer.
-#include "core/quants_search.h"
+#include "quants_search.h"
 
 #include <array>
 #include <cmath>
 #include <cstring>
 
-#include "core/quants.h"
-#include "tessera/half.h"
+#include "tessera/core/half.h"
+#include "tessera/core/quants.h"
 
 namespace tessera {
 namespace {

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "core/quants.h"
-#include "tessera/half.h"
+#include "tessera/core/half.h"
+#include "tessera/core/quants.h"
 
 namespace tessera {
 namespace {

@@ -10,14 +10,14 @@
 // 4 bits for Q2_K, 8 bits for Q6_K), round the super-block scales to f16, then
 // re-round each element against the scale the block will actually decode with.
 // A sub-block whose stored scale is 0 keeps the codes of its own fit.
-#include "core/quants_search.h"
+#include "quants_search.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "core/quants.h"
-#include "tessera/half.h"
+#include "tessera/core/half.h"
+#include "tessera/core/quants.h"
 
 namespace tessera {
 namespace {

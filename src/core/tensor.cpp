@@ -1,8 +1,8 @@
-#include "tessera/tensor.h"
+#include "tessera/core/tensor.h"
 
 #include <fmt/format.h>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 

@@ -10,8 +10,8 @@
 #include <deque>
 #include <thread>
 
-#include "tessera/error.h"
-#include "tessera/mpi.h"
+#include "tessera/core/error.h"
+#include "tessera/dist/mpi.h"
 
 namespace tessera {
 namespace {

@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 
-#include "tessera/error.h"
-#include "tessera/mpi.h"
+#include "tessera/core/error.h"
+#include "tessera/dist/mpi.h"
 
 namespace tessera {
 

@@ -1,6 +1,6 @@
-#include "tessera/batch.h"
+#include "tessera/engine/batch.h"
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 

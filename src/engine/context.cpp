@@ -9,9 +9,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "models/layers.h"
-#include "tessera/engine.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
 
 namespace tessera {
 namespace {
@@ -51,8 +50,21 @@ struct Context::Plan {
 };
 
 Context::Context(const Model& model, const ContextOptions& options)
-    : model_(model), n_batch_(options.n_batch), embeddings_(options.embeddings) {
+    : model_(model), n_batch_(options.n_batch), embeddings_(options.embeddings),
+      pipeline_(options.pipeline) {
   const Hparams& hp = model.hparams();
+  if (model.is_stage() && pipeline_ == nullptr) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[context] the model holds layers [{}, {}) of {}: a stage needs its pipeline "
+         "(ContextOptions::pipeline)",
+         model.layer_range().begin, model.layer_range().end, hp.n_layer);
+  }
+  if (pipeline_ != nullptr && pipeline_->range() != model.layer_range()) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[context] pipeline rank {} holds layers [{}, {}), the model [{}, {})", pipeline_->rank(),
+         pipeline_->range().begin, pipeline_->range().end, model.layer_range().begin,
+         model.layer_range().end);
+  }
   int64_t n_ctx = options.n_ctx;
   if (n_ctx == 0) n_ctx = std::min(hp.n_ctx_train, kDefaultMaxContext);
   if (n_ctx < 1 || n_ctx > (int64_t{1} << 24)) {
@@ -101,7 +113,7 @@ int Context::pipeline_depth() const {
 }
 
 Pipeline* Context::front_pipeline() const {
-  Pipeline* p = model_.pipeline().get();
+  Pipeline* p = pipeline_;
   return p != nullptr && p->is_front() && p->size() > 1 ? p : nullptr;
 }
 
@@ -195,7 +207,7 @@ int64_t Context::pass_size(size_t n) const {
 void Context::submit(const Batch& batch) {
   const size_t n = batch.size();
   if (n == 0) fail(ErrorCategory::kInvalidArgument, "[context] decode of an empty batch");
-  if (const Pipeline* p = model_.pipeline().get(); p != nullptr && !p->is_front()) {
+  if (const Pipeline* p = pipeline_; p != nullptr && !p->is_front()) {
     fail(ErrorCategory::kInvalidArgument,
          "[context] decode on pipeline rank {}: only rank 0 runs batches", p->rank());
   }
@@ -460,7 +472,7 @@ void Context::rotate_keys(std::span<const int32_t> shifts) {
   Tensor* all_rows = g.new_tensor(DType::kI32, {rows}, "k_shift_rows");
   shift->flags |= kFlagInput;
   all_rows->flags |= kFlagInput;
-  layers::k_shift(g, model_, cache_->k(), shift, all_rows, cache_->size());
+  model_.build_k_shift(g, cache_->k(), shift, all_rows, cache_->size());
   auto plan = scheduler_->plan(g);
   shift->buffer->set_tensor(*shift, shifts.data());
   if (all_rows->buffer != nullptr) {

@@ -1,10 +1,10 @@
-#include "tessera/kv_cache.h"
+#include "tessera/engine/kv_cache.h"
 
 #include <algorithm>
 #include <bit>
 #include <limits>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {

@@ -1,9 +1,9 @@
-#include "tessera/perplexity.h"
+#include "tessera/engine/perplexity.h"
 
 #include <cmath>
 
-#include "tessera/engine.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
 
 namespace tessera {
 
@@ -26,7 +26,8 @@ PerplexityResult perplexity(const Model& model, std::span<const int32_t> tokens,
   Session session(model, {.n_ctx = n_ctx,
                           .n_batch = options.n_batch,
                           .type_k = options.type_k,
-                          .type_v = options.type_v});
+                          .type_v = options.type_v,
+                          .pipeline = options.pipeline});
   double nll = 0.0, nll2 = 0.0;
   for (int64_t c = 0; c < result.n_chunks; ++c) {
     std::vector<int32_t> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);

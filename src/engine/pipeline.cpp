@@ -2,15 +2,15 @@
 // shift, close, stop) and the workers' command loop. Messages are flat
 // bytes: a header (kind, context id), then the command's fields; arrays
 // carry their length first.
-#include "tessera/pipeline.h"
+#include "tessera/engine/pipeline.h"
 
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <numeric>
 
-#include "tessera/engine.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
 
 namespace tessera {
 namespace {
@@ -366,6 +366,7 @@ void Pipeline::serve(const Model& model) {
             o.type_k = static_cast<DType>(r.get<int32_t>());
             o.type_v = static_cast<DType>(r.get<int32_t>());
             o.embeddings = r.get<uint8_t>() != 0;
+            o.pipeline = this;
             contexts[id] = std::make_unique<Context>(model, o);
           } else if (kind == Kind::kShift) {
             std::vector<int32_t> shifts;

@@ -1,8 +1,8 @@
-#include "tessera/placement.h"
+#include "tessera/engine/placement.h"
 
 #include <algorithm>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {
@@ -121,7 +121,7 @@ std::unique_ptr<Model> load_model(Runtime& runtime, const std::filesystem::path&
   ModelOptions mo;
   mo.layer_devices = p.layer_devices;
   mo.output_device = p.output_device;
-  mo.pipeline = options.pipeline;
+  if (options.pipeline != nullptr) mo.stage = options.pipeline->range();
   mo.progress = std::move(progress);
   auto model = Model::load(runtime, path, mo);
   if (placement != nullptr) *placement = std::move(p);

@@ -1,11 +1,11 @@
-#include "tessera/sampler.h"
+#include "tessera/engine/sampler.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <unordered_map>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {

@@ -1,7 +1,7 @@
 // Error reporting for the cursor and the parsing steps.
-#include "gguf/cursor.h"
+#include "cursor.h"
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::gguf::detail {
 

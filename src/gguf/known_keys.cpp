@@ -4,8 +4,8 @@
 #include <array>
 #include <bit>
 
-#include "gguf/parse.h"
-#include "tessera/error.h"
+#include "parse.h"
+#include "tessera/core/error.h"
 
 namespace tessera::gguf::detail {
 namespace {

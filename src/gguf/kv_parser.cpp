@@ -1,8 +1,8 @@
 // Key-value pairs: keys, scalar, string and array values, duplicate keys.
 #include <algorithm>
 
-#include "gguf/parse.h"
-#include "tessera/error.h"
+#include "parse.h"
+#include "tessera/core/error.h"
 
 namespace tessera::gguf::detail {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "gguf/cursor.h"
-#include "tessera/gguf.h"
+#include "cursor.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera::gguf::detail {
 

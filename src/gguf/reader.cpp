@@ -10,8 +10,8 @@
 #include <functional>
 #include <utility>
 
-#include "gguf/parse.h"
-#include "tessera/error.h"
+#include "parse.h"
+#include "tessera/core/error.h"
 
 namespace tessera::gguf {
 namespace detail {

@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "gguf/parse.h"
-#include "tessera/error.h"
+#include "parse.h"
+#include "tessera/core/error.h"
 
 namespace tessera::gguf::detail {
 namespace {

@@ -8,9 +8,9 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "gguf/cursor.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "cursor.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera::gguf {
 namespace {

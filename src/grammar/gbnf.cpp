@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/grammar.h"
+#include "tessera/grammar/grammar.h"
 
 namespace tessera::grammar {
 

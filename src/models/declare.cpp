@@ -1,4 +1,4 @@
-#include "models/declare.h"
+#include "declare.h"
 
 namespace tessera::models {
 

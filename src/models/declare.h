@@ -2,7 +2,7 @@
 // each architecture's declare_tensors combines these with its own extras.
 #pragma once
 
-#include "tessera/model.h"
+#include "tessera/models/model.h"
 
 namespace tessera::models {
 

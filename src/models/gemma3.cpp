@@ -9,10 +9,10 @@
 // token_embd when the file has no output.weight.
 #include <cmath>
 
-#include "models/declare.h"
-#include "models/keys.h"
-#include "models/layers.h"
-#include "tessera/error.h"
+#include "declare.h"
+#include "keys.h"
+#include "layers.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {

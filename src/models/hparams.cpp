@@ -3,9 +3,9 @@
 // against sane ranges before anything is sized by them.
 #include <cmath>
 
-#include "models/keys.h"
-#include "tessera/error.h"
-#include "tessera/model.h"
+#include "keys.h"
+#include "tessera/core/error.h"
+#include "tessera/models/model.h"
 
 namespace tessera {
 namespace {

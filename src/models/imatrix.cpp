@@ -1,10 +1,10 @@
-#include "models/imatrix.h"
+#include "imatrix.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera {
 namespace {

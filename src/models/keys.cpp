@@ -1,8 +1,8 @@
-#include "models/keys.h"
+#include "keys.h"
 
 #include <cmath>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::models {
 

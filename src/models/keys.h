@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "tessera/gguf.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera::models {
 

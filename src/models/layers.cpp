@@ -1,9 +1,9 @@
-#include "models/layers.h"
+#include "layers.h"
 
 #include <cmath>
 
-#include "tessera/dtype.h"
-#include "tessera/error.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/error.h"
 
 namespace tessera::layers {
 

@@ -5,8 +5,8 @@
 
 #include <cstddef>
 
-#include "tessera/model.h"
-#include "tessera/ops.h"
+#include "tessera/core/ops.h"
+#include "tessera/models/model.h"
 
 namespace tessera::layers {
 

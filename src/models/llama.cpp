@@ -3,8 +3,8 @@
 // RMSNorm -> SwiGLU FFN, each with a residual, then the output norm and head.
 // Llama 3's rope scaling comes as the rope_freqs tensor; linear and YaRN
 // scaling as rope.scaling.* keys (read for every architecture, hparams.cpp).
-#include "models/declare.h"
-#include "models/layers.h"
+#include "declare.h"
+#include "layers.h"
 
 namespace tessera {
 namespace {

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "tessera/error.h"
-#include "tessera/model.h"
+#include "layers.h"
+#include "tessera/core/error.h"
+#include "tessera/models/model.h"
 
 namespace tessera {
 namespace {
@@ -145,14 +146,13 @@ void Model::create_tensors() {
 // (and on the last when the head is tied to it), the output norm and head on
 // the last; the rest is never read from the map, so it costs no memory.
 void Model::keep_stage(const ModelOptions& options) {
-  if (options.pipeline == nullptr) return;
-  const LayerRange r = options.pipeline->range();
+  if (!options.stage) return;
+  const LayerRange r = *options.stage;
   if (r.begin < 0 || r.end > hparams_.n_layer || r.size() < 1) {
     fail(ErrorCategory::kInvalidArgument, "[model {}] stage layers [{}, {}), the model has {}",
          file_.name(), r.begin, r.end, hparams_.n_layer);
   }
   range_ = r;
-  pipeline_ = options.pipeline;
   for (int64_t il = 0; il < hparams_.n_layer; ++il) {
     if (!r.contains(il)) w_.layers[static_cast<size_t>(il)] = LayerWeights{};
   }
@@ -327,6 +327,11 @@ std::vector<Device*> Model::devices() const {
   }
   out.push_back(cpu_);
   return out;
+}
+
+void Model::build_k_shift(Graph& g, std::span<Tensor* const> cache_k, Tensor* shift,
+                          Tensor* all_rows, int64_t n_ctx) const {
+  layers::k_shift(g, *this, cache_k, shift, all_rows, n_ctx);
 }
 
 }  // namespace tessera

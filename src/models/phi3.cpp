@@ -5,8 +5,8 @@
 // them (rope_factors_long/short, with rope.scaling.attn_factor). llama.cpp
 // turns Phi-3's sliding window off (its converters do not describe it
 // faithfully); so does this file: attention.sliding_window is not read.
-#include "models/declare.h"
-#include "models/layers.h"
+#include "declare.h"
+#include "layers.h"
 
 namespace tessera {
 namespace {

@@ -1,7 +1,7 @@
 // quantize_model: each tensor of the input is copied or converted row by
 // row (dequantized to f32, quantized to the target) into a streamed writer,
 // so memory holds one converted tensor at a time; the input is mapped.
-#include "tessera/quantize.h"
+#include "tessera/models/quantize.h"
 
 #include <algorithm>
 #include <cctype>
@@ -14,11 +14,11 @@
 
 #include <fmt/format.h>
 
-#include "core/quants.h"
-#include "models/imatrix.h"
-#include "models/parallel_rows.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "imatrix.h"
+#include "parallel_rows.h"
+#include "tessera/core/error.h"
+#include "tessera/core/quants.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera {
 namespace {

@@ -1,8 +1,8 @@
 // qwen2 (Qwen2, Qwen2.5): Llama's pre-norm decoder with biases on the q, k
 // and v projections and NeoX RoPE (llama.cpp: LLAMA_ROPE_TYPE_NEOX). The
 // output is tied to token_embd when the file has no output.weight.
-#include "models/declare.h"
-#include "models/layers.h"
+#include "declare.h"
+#include "layers.h"
 
 namespace tessera {
 namespace {

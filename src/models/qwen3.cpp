@@ -2,8 +2,8 @@
 // and k before RoPE (attn_q_norm, attn_k_norm), no projection biases, NeoX
 // RoPE, and a head size from attention.key_length that need not be
 // n_embd / n_head. The output is tied to token_embd when absent.
-#include "models/declare.h"
-#include "models/layers.h"
+#include "declare.h"
+#include "layers.h"
 
 namespace tessera {
 namespace {

@@ -2,8 +2,8 @@
 // defined in its own file (src/models/<name>.cpp) and listed here once.
 #include <array>
 
-#include "tessera/error.h"
-#include "tessera/model.h"
+#include "tessera/core/error.h"
+#include "tessera/models/model.h"
 
 namespace tessera {
 

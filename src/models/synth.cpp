@@ -1,7 +1,7 @@
 // synthesize_model: a llama-layout GGUF of random weights, streamed tensor by
 // tensor. Each row draws from its own generator, seeded by (seed, tensor,
 // row), so the file is the same whatever the thread count.
-#include "tessera/synth.h"
+#include "tessera/models/synth.h"
 
 #include <cmath>
 #include <cstring>
@@ -11,9 +11,9 @@
 
 #include <fmt/format.h>
 
-#include "models/parallel_rows.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "parallel_rows.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera {
 namespace {

@@ -1,11 +1,11 @@
-#include "tessera/buffer.h"
+#include "tessera/runtime/buffer.h"
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
-#include "tessera/device.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
+#include "tessera/runtime/device.h"
 
 namespace tessera {
 

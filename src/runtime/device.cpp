@@ -1,10 +1,10 @@
-#include "tessera/device.h"
+#include "tessera/runtime/device.h"
 
 #include <cstdlib>
 #include <string>
 
-#include "tessera/error.h"
-#include "tessera/stream.h"
+#include "tessera/core/error.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera {
 

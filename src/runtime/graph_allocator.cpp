@@ -1,11 +1,11 @@
-#include "tessera/graph_allocator.h"
+#include "tessera/runtime/graph_allocator.h"
 
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {

@@ -1,9 +1,9 @@
-#include "tessera/pool.h"
+#include "tessera/runtime/pool.h"
 
 #include <algorithm>
 #include <limits>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "tessera/runtime.h"
+#include "tessera/runtime/runtime.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <system_error>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {

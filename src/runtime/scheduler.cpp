@@ -1,12 +1,12 @@
-#include "tessera/scheduler.h"
+#include "tessera/runtime/scheduler.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
-#include "tessera/buffer.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
+#include "tessera/runtime/buffer.h"
 
 namespace tessera {
 namespace {

@@ -1,8 +1,8 @@
-#include "tessera/stream.h"
+#include "tessera/runtime/stream.h"
 
-#include "tessera/buffer.h"
-#include "tessera/error.h"
-#include "tessera/graph.h"
+#include "tessera/core/error.h"
+#include "tessera/core/graph.h"
+#include "tessera/runtime/buffer.h"
 
 namespace tessera {
 

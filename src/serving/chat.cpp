@@ -1,10 +1,10 @@
-#include "tessera/chat.h"
+#include "tessera/serving/chat.h"
 
 #include <fmt/format.h>
 
-#include "tessera/chat_template.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/text/chat_template.h"
 
 namespace tessera::serving {
 namespace {

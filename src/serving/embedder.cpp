@@ -1,12 +1,12 @@
-#include "tessera/embedder.h"
+#include "tessera/serving/embedder.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera::serving {
 
@@ -45,9 +45,11 @@ std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens, int norma
   const auto n = static_cast<int64_t>(tokens.size());
   // The pipeline's messages go one at a time, from the thread that decodes;
   // embeddings come from the HTTP threads.
-  if (const auto& p = model_.pipeline(); p != nullptr && p->size() > 1) {
+  if (model_.is_stage()) {
     fail(ErrorCategory::kUnsupported,
-         "embeddings are not available while the model is split across {} MPI ranks", p->size());
+         "embeddings are not available while the model is split across MPI ranks (this rank "
+         "holds layers [{}, {}) of {})",
+         model_.layer_range().begin, model_.layer_range().end, model_.hparams().n_layer);
   }
   if (n == 0) fail(ErrorCategory::kInvalidArgument, "an embeddings input has no tokens");
   if (n > max_tokens_) {

@@ -4,12 +4,12 @@
 #include <future>
 #include <optional>
 
-#include "serving/reasoning.h"
-#include "serving/session_file.h"
-#include "serving/text_stream.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "tessera/serving.h"
+#include "reasoning.h"
+#include "session_file.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/serving/serving.h"
+#include "text_stream.h"
 
 namespace tessera::serving {
 namespace {
@@ -115,7 +115,8 @@ Generator::Generator(const Model& model, const Tokenizer& tokenizer,
       context_(model, {.n_ctx = options.n_ctx,
                        .n_batch = options.n_batch,
                        .type_k = options.type_k,
-                       .type_v = options.type_v}),
+                       .type_v = options.type_v,
+                       .pipeline = options.pipeline}),
       slot_ctx_(context_.n_ctx() / std::max(options.n_slots, 1)) {
   if (options.n_slots < 1 || options.n_slots > kMaxSequences) {
     fail(ErrorCategory::kInvalidArgument, "[--parallel] found {} slots, expected 1..{}",

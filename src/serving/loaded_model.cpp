@@ -1,11 +1,12 @@
-#include "tessera/loaded_model.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/serving/loaded_model.h"
 
 #include <cctype>
 #include <chrono>
 
 #include <fmt/format.h>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::serving {
 
@@ -79,7 +80,8 @@ LoadedModel load(const LoadOptions& o) {
     fail(ErrorCategory::kInvalidFile, "[model {}] tokenizer has {} tokens, the weights {}",
          o.model.string(), tokenizer.n_vocab(), model->hparams().n_vocab);
   }
-  LoadedModel out{std::move(runtime), std::move(model), std::move(tokenizer), where.message, 0.0};
+  LoadedModel out{std::move(runtime), std::move(model), std::move(tokenizer), where.message, 0.0,
+                  o.placement.pipeline};
   out.load_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return out;

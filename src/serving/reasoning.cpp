@@ -1,4 +1,4 @@
-#include "serving/reasoning.h"
+#include "reasoning.h"
 
 #include <algorithm>
 

@@ -1,12 +1,12 @@
-#include "serving/session_file.h"
+#include "session_file.h"
 
 #include <array>
 #include <cstring>
 #include <fstream>
 
-#include "tessera/buffer.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/runtime/buffer.h"
 
 namespace tessera::serving {
 namespace {

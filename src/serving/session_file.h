@@ -15,9 +15,9 @@
 #include <span>
 #include <vector>
 
-#include "tessera/kv_cache.h"
-#include "tessera/model.h"
-#include "tessera/tokenizer.h"
+#include "tessera/engine/kv_cache.h"
+#include "tessera/models/model.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::serving {
 

@@ -1,4 +1,4 @@
-#include "serving/text_stream.h"
+#include "text_stream.h"
 
 #include <algorithm>
 #include <utility>

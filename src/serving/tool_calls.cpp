@@ -1,4 +1,4 @@
-#include "tessera/tool_calls.h"
+#include "tessera/serving/tool_calls.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <random>
 #include <set>
 
-#include "tessera/error.h"
-#include "tessera/grammar.h"
-#include "tessera/serving.h"
+#include "tessera/core/error.h"
+#include "tessera/grammar/grammar.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::serving {
 namespace {

@@ -3,9 +3,9 @@
 // merges lowest rank first (leftmost on ties), as HF tokenizers do.
 #include <queue>
 
-#include "text/models.h"
-#include "text/pre_tokenizer.h"
-#include "text/unicode.h"
+#include "models.h"
+#include "pre_tokenizer.h"
+#include "unicode.h"
 
 namespace tessera::text {
 namespace {

@@ -1,10 +1,10 @@
-#include "tessera/chat_template.h"
+#include "tessera/text/chat_template.h"
 
 #include <fmt/format.h>
 
-#include "tessera/gguf.h"
-#include "text/jinja/interpreter.h"
-#include "text/jinja/parser.h"
+#include "jinja/interpreter.h"
+#include "jinja/parser.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera {
 

@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "tessera/chat_template.h"
+#include "tessera/text/chat_template.h"
 
 namespace tessera {
 namespace {

@@ -6,7 +6,7 @@
 #include <string_view>
 #include <vector>
 
-#include "text/vocab.h"
+#include "vocab.h"
 
 namespace tessera::text {
 

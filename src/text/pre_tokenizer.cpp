@@ -1,12 +1,12 @@
-#include "text/pre_tokenizer.h"
+#include "pre_tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include <array>
 
-#include "tessera/error.h"
-#include "text/unicode.h"
+#include "tessera/core/error.h"
+#include "unicode.h"
 
 namespace tessera::text {
 namespace {

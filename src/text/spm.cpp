@@ -4,8 +4,8 @@
 // each piece as its token or as byte tokens.
 #include <queue>
 
-#include "text/models.h"
-#include "text/unicode.h"
+#include "models.h"
+#include "unicode.h"
 
 namespace tessera::text {
 namespace {

@@ -1,15 +1,15 @@
-#include "tessera/tokenizer.h"
+#include "tessera/text/tokenizer.h"
 
 #include <algorithm>
 #include <optional>
 #include <span>
 
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "text/models.h"
-#include "text/pre_tokenizer.h"
-#include "text/unicode.h"
-#include "text/vocab.h"
+#include "models.h"
+#include "pre_tokenizer.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "unicode.h"
+#include "vocab.h"
 
 namespace tessera {
 

@@ -1,13 +1,13 @@
-#include "text/vocab.h"
+#include "vocab.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
 
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "text/pre_tokenizer.h"
+#include "pre_tokenizer.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera::text {
 namespace {

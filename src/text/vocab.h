@@ -10,7 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tessera/tokenizer.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::gguf {
 class File;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "kernel_test_util.h"
-#include "tessera/half.h"
+#include "tessera/core/half.h"
 
 namespace tessera::cpu {
 namespace {

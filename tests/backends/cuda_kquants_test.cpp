@@ -16,8 +16,8 @@
 
 #include "backends/cuda/ops/kquants.cuh"
 #include "backends/cuda/ops/quant_blocks.cuh"
-#include "tessera/dtype.h"
-#include "tessera/half.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/half.h"
 
 namespace tessera {
 namespace {

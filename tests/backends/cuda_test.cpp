@@ -20,14 +20,15 @@
 #include "backends/cuda/stream.h"
 #include "backends/cuda/vmm.h"
 #include "models/model_test_util.h"
-#include "tessera/engine.h"
-#include "tessera/dtype.h"
-#include "tessera/error.h"
-#include "tessera/graph.h"
-#include "tessera/ops.h"
-#include "tessera/placement.h"
-#include "tessera/pool.h"
-#include "tessera/runtime.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/error.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/placement.h"
+#include "tessera/runtime/pool.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "backends/cpu/isa.h"
 #include "backends/cpu/kernels/kernels.h"
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera::cpu::testing {
 

@@ -16,7 +16,7 @@
 
 #include "backends/cpu/kernels/repack.h"
 #include "kernel_test_util.h"
-#include "tessera/graph.h"
+#include "tessera/core/graph.h"
 
 namespace tessera::cpu {
 namespace {

@@ -16,8 +16,8 @@
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/kernels/repack.h"
 #include "kernel_test_util.h"
-#include "tessera/graph.h"
-#include "tessera/ops.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
 
 namespace tessera::cpu {
 namespace {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GEMV group kernels must issue their software prefetches (panels.h's
 # prefetch_block). GCC 12 once left them out without a word (see
-# docs/design-notes.md, "Software prefetch in the panel kernels"): results
+# docs/cpu-kernels.md, "GEMV and prefetch"): results
 # stay exact, so no other test can see it, and decode lost ~7%. Every
 # function in the given object or library whose name holds "GemvGroup" and
 # that does integer dot products must also hold a prefetcht0.

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "kernel_test_util.h"
-#include "tessera/half.h"
+#include "tessera/core/half.h"
 
 namespace tessera::cpu {
 namespace {

@@ -13,10 +13,10 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "kernel_test_util.h"
-#include "tessera/error.h"
-#include "tessera/graph.h"
-#include "tessera/half.h"
-#include "tessera/ops.h"
+#include "tessera/core/error.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/half.h"
+#include "tessera/core/ops.h"
 
 namespace tessera::cpu {
 namespace {

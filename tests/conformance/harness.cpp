@@ -12,12 +12,13 @@
 #include <memory>
 
 #include "backends/cpu/cpu_backend.h"
-#include "core/quants.h"
-#include "tessera/buffer.h"
-#include "tessera/error.h"
-#include "tessera/half.h"
-#include "tessera/runtime.h"
-#include "tessera/stream.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
+#include "tessera/core/quants.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/runtime.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera::conformance {
 namespace {
@@ -567,7 +568,7 @@ bool cuda_claims(const Tensor& node) {
 // claims in each test (refusing them all fails), and must not run a case it
 // does not claim (the claim is then out of date).
 bool claims(const Target& target, const Tensor& node) {
-  if (target.device.starts_with("CPU")) return true;  // every op of SPEC.md §2
+  if (target.device.starts_with("CPU")) return true;  // every op of docs/ops.md
   if (target.device.starts_with("BLAS")) {
     return node.op == Op::kMulMat &&
            (node.src[0]->type == DType::kF32 || node.src[0]->type == DType::kF16);

@@ -1,6 +1,6 @@
 // The conformance harness: runs one op case on a target (a device, and for
 // CPU0 one ISA tier) and compares it with a reference, the way ggml's
-// test-backend-ops does (reference/seed-system.md §7).
+// test-backend-ops does (docs/ops.md, "Conformance harness").
 //
 // A case builds a small graph with exactly one compute node (plus views of
 // its inputs). Inputs are random (uniform in [-1, 1] unless the case says
@@ -31,8 +31,9 @@
 #include <vector>
 
 #include "backends/cpu/isa.h"
-#include "tessera/graph.h"
-#include "tessera/ops.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
 
 namespace tessera::conformance {
 

@@ -5,7 +5,7 @@
 #include <numeric>
 
 #include "conformance/op_test.h"
-#include "tessera/op_params.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::conformance {
 namespace {

@@ -6,11 +6,12 @@
 #include <functional>
 #include <string>
 
-#include "tessera/error.h"
-#include "tessera/graph.h"
-#include "tessera/op_params.h"
-#include "tessera/ops.h"
-#include "tessera/runtime.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/op_params.h"
+#include "tessera/core/ops.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera {
 namespace {

@@ -1,6 +1,6 @@
 // The dtype table against GGUF's definitions (ggml_type ids, block sizes and
 // bytes as ggml's type traits give them), raw-id and name lookup, row_bytes.
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {

@@ -1,4 +1,4 @@
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // f16 / bf16 conversions, checked against references built from doubles
 // (std::ldexp, nearest-value search) rather than the bit tricks under test.
-#include "tessera/half.h"
+#include "tessera/core/half.h"
 
 #include <gtest/gtest.h>
 

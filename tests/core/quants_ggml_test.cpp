@@ -18,8 +18,8 @@
 #include <string>
 #include <vector>
 
-#include "core/quants.h"
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/quants.h"
 
 namespace tessera {
 namespace {

@@ -2,7 +2,7 @@
 // (blocks are assembled here, field by field, from the layout description, and
 // spot values are worked out by hand); quantizers round-trip random rows within
 // error bounds derived from the arithmetic; dispatch errors.
-#include "core/quants.h"
+#include "tessera/core/quants.h"
 
 #include <gtest/gtest.h>
 
@@ -12,9 +12,9 @@
 #include <random>
 #include <vector>
 
-#include "tessera/dtype.h"
-#include "tessera/error.h"
-#include "tessera/half.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
 
 namespace tessera {
 namespace {

@@ -45,8 +45,8 @@ std::string fmt_mpirun() { return std::string(TESSERA_MPIEXEC) + " --allow-run-a
 std::string mpirun(int np, const std::string& args) {
   return fmt_mpirun() + " -np " + std::to_string(np) + " " + tessera(args);
 }
-std::string stories() { return shared_dir() + "/models/stories260K.gguf"; }
-std::string fixture(const std::string& arch) { return shared_dir() + "/fixtures/archs/" + arch + ".gguf"; }
+std::string stories() { return models_dir() + "/stories260K.gguf"; }
+std::string fixture(const std::string& arch) { return fixtures_dir() + "/archs/" + arch + ".gguf"; }
 std::string story() { return std::string(TESSERA_SOURCE_DIR) + "/tests/data/story.txt"; }
 
 size_t count(const std::string& s, const std::string& what) {

@@ -17,11 +17,12 @@
 #include <fmt/format.h>
 
 #include "models/model_test_util.h"
-#include "tessera/engine.h"
-#include "tessera/error.h"
-#include "tessera/mpi.h"
-#include "tessera/placement.h"
-#include "tessera/runtime.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/dist/mpi.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/placement.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera {
 namespace {
@@ -59,7 +60,9 @@ int front(Pipeline& pipeline, const Model& split_model, const std::string& path)
     return t;
   };
   const ContextOptions co{.n_ctx = 256, .n_batch = 16};
-  Context split(split_model, co), whole(*whole_model, co);
+  ContextOptions on_pipeline = co;
+  on_pipeline.pipeline = &pipeline;
+  Context split(split_model, on_pipeline), whole(*whole_model, co);
   Check check{split, whole};
   auto both = [&](const Batch& b) {
     split.decode(b);

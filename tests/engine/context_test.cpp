@@ -9,9 +9,10 @@
 #include <string>
 
 #include "backends/cpu/cpu_backend.h"
-#include "tessera/engine.h"
 #include "models/model_test_util.h"
-#include "tessera/error.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
 
 namespace tessera {
 namespace {

@@ -11,7 +11,9 @@
 #include <new>
 
 #include "backends/cpu/cpu_backend.h"
-#include "tessera/engine.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/engine/engine.h"
+#include "test_data.h"
 
 // GCC pairs the replaced operator delete with std::allocator's inlined new
 // and warns; both go through malloc/free here.
@@ -51,10 +53,7 @@ void operator delete[](void* p, size_t) noexcept { std::free(p); }
 namespace tessera {
 namespace {
 
-std::string stories() {
-  const char* env = std::getenv("TESSERA_SHARED_DIR");
-  return std::string(env != nullptr ? env : TESSERA_SHARED_DIR) + "/models/stories260K.gguf";
-}
+std::string stories() { return testing::models_dir() + "/stories260K.gguf"; }
 
 struct Armed {
   Armed() {

@@ -11,12 +11,13 @@
 #include <thread>
 
 #include "models/model_test_util.h"
-#include "tessera/engine.h"
-#include "tessera/error.h"
-#include "tessera/placement.h"
-#include "tessera/runtime.h"
-#include "tessera/serving.h"
-#include "tessera/tokenizer.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/placement.h"
+#include "tessera/runtime/runtime.h"
+#include "tessera/serving/serving.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera {
 namespace {
@@ -126,6 +127,7 @@ class ThreadPipeline {
       pipeline->start();
       if (r == 0) {
         front_ = std::move(model);
+        front_pipeline_ = pipeline;
       } else {
         workers_.emplace_back([m = std::shared_ptr<Model>(std::move(model)), pipeline] {
           pipeline->serve(*m);
@@ -134,16 +136,23 @@ class ThreadPipeline {
     }
   }
   ~ThreadPipeline() {
-    front_.reset();  // its Pipeline sends stop
+    front_pipeline_.reset();  // rank 0's Pipeline sends stop
     for (std::thread& t : workers_) t.join();
   }
   const Model& front() const { return *front_; }
+  Pipeline& pipeline() const { return *front_pipeline_; }
+  // Options for a context on rank 0: `o` with this pipeline.
+  ContextOptions on_front(ContextOptions o) const {
+    o.pipeline = front_pipeline_.get();
+    return o;
+  }
 
  private:
   Mailboxes boxes_;
   std::vector<std::unique_ptr<ThreadTransport>> transports_;
   std::vector<std::unique_ptr<Runtime>> runtimes_;
   std::unique_ptr<Model> front_;
+  std::shared_ptr<Pipeline> front_pipeline_;
   std::vector<std::thread> workers_;
 };
 
@@ -155,7 +164,7 @@ TEST(PipelineThreads, LogitsEqualTheWholeModelThroughCacheOperations) {
     ThreadPipeline pipeline(stories(), n);
     EXPECT_EQ(pipeline.front().layer_range(), (LayerRange{0, split(stories(), n)[0].end}));
     const ContextOptions co{.n_ctx = 128, .n_batch = 8};
-    Context a(pipeline.front(), co), b(*whole, co);
+    Context a(pipeline.front(), pipeline.on_front(co)), b(*whole, co);
     std::mt19937 rng(n);
     auto step = [&](const Batch& batch, const char* what) {
       a.decode(batch);
@@ -184,10 +193,10 @@ TEST(PipelineThreads, LogitsEqualTheWholeModelThroughCacheOperations) {
 
 TEST(PipelineThreads, AWorkerFailureIsAnErrorNamingTheRank) {
   ThreadPipeline pipeline(stories(), 2);
-  Context ctx(pipeline.front(), {.n_ctx = 64});
+  Context ctx(pipeline.front(), pipeline.on_front({.n_ctx = 64}));
   // A K shift whose length does not match the workers' cache: rank 1 fails,
   // and the front hears of it (rank 0 checks after the others).
-  Pipeline& p = *pipeline.front().pipeline();
+  Pipeline& p = pipeline.pipeline();
   std::vector<int32_t> wrong(3, 0);
   try {
     p.shift(1, wrong);
@@ -214,7 +223,7 @@ TEST(PipelineThreads, BatchesInFlightEqualOneAtATime) {
     SCOPED_TRACE(n);
     ThreadPipeline pipeline(stories(), n);
     const ContextOptions co{.n_ctx = 256, .n_batch = 512};
-    Context a(pipeline.front(), co), b(*whole, co);
+    Context a(pipeline.front(), pipeline.on_front(co)), b(*whole, co);
     EXPECT_EQ(a.pipeline_depth(), n);
     EXPECT_EQ(b.pipeline_depth(), 1);
     std::mt19937 rng(n);
@@ -243,7 +252,7 @@ TEST(PipelineThreads, BatchesInFlightEqualOneAtATime) {
     a.submit(p1);
     EXPECT_EQ(a.in_flight(), 2u);
     // Sent without waiting: 100 tokens as passes of 32, 32, 32, 4; 40 as 32, 8.
-    EXPECT_EQ(pipeline.front().pipeline()->passes_in_flight(), 6u);
+    EXPECT_EQ(pipeline.pipeline().passes_in_flight(), 6u);
     check(w0, "prompt of 100");
     check(w1, "second prompt");
     EXPECT_EQ(a.in_flight(), 0u);
@@ -282,8 +291,8 @@ TEST(PipelineThreads, AGeneratorOnAPipelineWritesWhatOneProcessWrites) {
   const Tokenizer tok = Tokenizer::from_gguf(whole->file());
   const std::vector<std::string> prompts = {"Once upon a time", "Lily and Tom", "The dog ran",
                                             "One day, a little bird", "Sam had a red ball"};
-  auto generate = [&](const Model& model) {
-    serving::Generator g(model, tok, {.n_slots = 4, .n_ctx = 1024});
+  auto generate = [&](const Model& model, Pipeline* pipeline) {
+    serving::Generator g(model, tok, {.n_slots = 4, .n_ctx = 1024, .pipeline = pipeline});
     std::vector<std::string> texts(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
       serving::GenerationParams p;
@@ -298,11 +307,11 @@ TEST(PipelineThreads, AGeneratorOnAPipelineWritesWhatOneProcessWrites) {
     g.run();
     return texts;
   };
-  const std::vector<std::string> want = generate(*whole);
+  const std::vector<std::string> want = generate(*whole, nullptr);
   for (int n : {2, 3}) {
     SCOPED_TRACE(n);
     ThreadPipeline pipeline(stories(), n);
-    const std::vector<std::string> got = generate(pipeline.front());
+    const std::vector<std::string> got = generate(pipeline.front(), &pipeline.pipeline());
     for (size_t i = 0; i < prompts.size(); ++i) {
       EXPECT_FALSE(got[i].empty());
       EXPECT_EQ(got[i], want[i]) << prompts[i];

@@ -1,5 +1,5 @@
 // Sampling: each filter does what llama.cpp's does, and a seed fixes the draws.
-#include "tessera/sampler.h"
+#include "tessera/engine/sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <random>
 #include <unordered_map>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 namespace {

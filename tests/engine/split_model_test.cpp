@@ -10,10 +10,11 @@
 
 #include "models/model_test_util.h"
 #include "runtime/async_device.h"
-#include "tessera/engine.h"
-#include "tessera/error.h"
-#include "tessera/placement.h"
-#include "tessera/synth.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/placement.h"
+#include "tessera/models/synth.h"
 
 namespace tessera {
 namespace {
@@ -137,7 +138,7 @@ TEST(SplitModel, ATiedHeadRunsOnTheGpuWithTheOutputLayer) {
   o.shape = *find_synth_shape("tiny");
   o.shape.tied_output = true;
   o.type = DType::kQ8_0;
-  o.vocab = testing::shared_dir() + "/fixtures/tokenizer/ggml-vocab-llama-spm.gguf";
+  o.vocab = testing::fixtures_dir() + "/tokenizer/ggml-vocab-llama-spm.gguf";
   o.threads = 2;
   const auto path = (dir / "tied.gguf").string();
   synthesize_model(o, path);

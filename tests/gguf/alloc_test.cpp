@@ -119,20 +119,16 @@ TEST(GgufAllocations, LargeFileCostsAboutItsSize) {
   EXPECT_GE(used, 350000u * 8);
 }
 
-TEST(GgufAllocations, SharedFilesCostAboutTheirSize) {
-  const std::filesystem::path root = shared_dir();
-  size_t seen = 0;
-  for (const char* relative : {"models/stories260K.gguf", "models/llama-2-tiny-random.gguf",
-                               "fixtures/tokenizer/ggml-vocab-deepseek-llm.gguf",
-                               "fixtures/tokenizer/ggml-vocab-gpt-2.gguf"}) {
-    const std::filesystem::path path = root / relative;
-    if (!std::filesystem::exists(path)) continue;
-    ++seen;
+TEST(GgufAllocations, DataFilesCostAboutTheirSize) {
+  const std::filesystem::path models = models_dir(), fixtures = fixtures_dir();
+  for (const std::filesystem::path& path :
+       {models / "stories260K.gguf", models / "llama-2-tiny-random.gguf",
+        fixtures / "tokenizer/ggml-vocab-deepseek-llm.gguf",
+        fixtures / "tokenizer/ggml-vocab-gpt-2.gguf"}) {
     AllocationCounter counter;
     const File f = File::open(path);
     EXPECT_LE(counter.bytes(), f.file_size() + kSlack) << path;
   }
-  if (seen == 0) GTEST_SKIP() << "no shared files under " << root;
 }
 
 TEST(GgufAllocations, HugeCountsAreRefusedBeforeAllocating) {

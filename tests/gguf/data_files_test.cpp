@@ -1,5 +1,5 @@
-// The shared model and vocab files load and show the facts their
-// PROVENANCE.md files state.
+// The repository's model and vocab files (models/, tests/fixtures/tokenizer/)
+// load and show the facts their PROVENANCE.md files state.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -12,18 +12,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<fs::path> shared_file(const std::string& relative) {
-  const fs::path path = shared_dir() / relative;
-  if (!fs::exists(path)) return std::nullopt;
-  return path;
-}
-
-// The file under the shared folder, or nullopt when it is not there.
-std::optional<File> open_shared(const std::string& relative) {
-  const std::optional<fs::path> path = shared_file(relative);
-  if (!path) return std::nullopt;
-  return File::open(*path);
-}
+fs::path model_file(const std::string& name) { return fs::path(models_dir()) / name; }
+fs::path fixture_file(const std::string& relative) { return fs::path(fixtures_dir()) / relative; }
 
 struct TensorFact {
   std::string_view name;
@@ -51,10 +41,8 @@ void expect_data_ends_at_eof(const File& f) {
   EXPECT_EQ(f.data_offset() + end, f.file_size());
 }
 
-TEST(GgufSharedFiles, Stories260K) {
-  const std::optional<File> file = open_shared("models/stories260K.gguf");
-  if (!file) GTEST_SKIP() << "no stories260K.gguf under " << shared_dir();
-  const File& f = *file;
+TEST(GgufDataFiles, Stories260K) {
+  const File f = File::open(model_file("stories260K.gguf"));
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.file_size(), 1185376u);
   EXPECT_EQ(f.kvs().size(), 19u);
@@ -133,10 +121,8 @@ TEST(GgufSharedFiles, Stories260K) {
   expect_data_ends_at_eof(f);
 }
 
-TEST(GgufSharedFiles, Llama2TinyRandom) {
-  const std::optional<File> file = open_shared("models/llama-2-tiny-random.gguf");
-  if (!file) GTEST_SKIP() << "no llama-2-tiny-random.gguf under " << shared_dir();
-  const File& f = *file;
+TEST(GgufDataFiles, Llama2TinyRandom) {
+  const File f = File::open(model_file("llama-2-tiny-random.gguf"));
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.file_size(), 1750560u);
   EXPECT_EQ(f.kvs().size(), 18u);
@@ -186,10 +172,7 @@ TEST(GgufSharedFiles, Llama2TinyRandom) {
   expect_data_ends_at_eof(f);
 
   // Its vocabulary is exactly the llama-spm vocab.
-  const std::optional<fs::path> spm_path =
-      shared_file("fixtures/tokenizer/ggml-vocab-llama-spm.gguf");
-  if (!spm_path) return;
-  const File spm = File::open(*spm_path);
+  const File spm = File::open(fixture_file("tokenizer/ggml-vocab-llama-spm.gguf"));
   for (const char* key :
        {"tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"}) {
     const ArrayView& a = f.find(key)->array();
@@ -205,12 +188,11 @@ TEST(GgufSharedFiles, Llama2TinyRandom) {
   }
 }
 
-TEST(GgufSharedFiles, LegacyV1IsRefused) {
-  const std::optional<fs::path> path =
-      shared_file("models/legacy-gguf-v1/tinyllamas-stories-260k-f32.gguf");
-  if (!path) GTEST_SKIP() << "no legacy v1 file";
+TEST(GgufDataFiles, LegacyV1IsRefused) {
+  const fs::path path = model_file("legacy-gguf-v1/tinyllamas-stories-260k-f32.gguf");
+  ASSERT_TRUE(fs::exists(path)) << path;
   try {
-    File::open(*path);
+    File::open(path);
     ADD_FAILURE() << "a v1 file parsed";
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::kInvalidFile);
@@ -244,9 +226,9 @@ const std::map<std::string, VocabFact, std::less<>> kVocabFacts = {
     {"ggml-vocab-gpt-neox.gguf", {"gptneox", 1771431, "gpt2", "", 50432, 50009}},
 };
 
-TEST(GgufSharedFiles, VocabFilesAreVocabOnly) {
-  const fs::path dir = shared_dir() / "fixtures/tokenizer";
-  if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir;
+TEST(GgufDataFiles, VocabFilesAreVocabOnly) {
+  const fs::path dir = fixture_file("tokenizer");
+  ASSERT_TRUE(fs::exists(dir)) << dir;
   size_t seen = 0;
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".gguf") continue;
@@ -280,9 +262,9 @@ TEST(GgufSharedFiles, VocabFilesAreVocabOnly) {
   EXPECT_EQ(seen, kVocabFacts.size());
 }
 
-TEST(GgufSharedFiles, EveryModelLoads) {
-  const fs::path dir = shared_dir() / "models";
-  if (!fs::exists(dir)) GTEST_SKIP() << "no " << dir;
+TEST(GgufDataFiles, EveryModelLoads) {
+  const fs::path dir = models_dir();
+  ASSERT_TRUE(fs::exists(dir)) << dir;
   size_t seen = 0;
   for (const auto& entry : fs::directory_iterator(dir)) {
     if (entry.path().extension() != ".gguf") continue;

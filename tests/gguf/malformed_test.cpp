@@ -1,4 +1,4 @@
-// One hand-built file per malformed class (reliability.md §1.1, §2.2). Each
+// One hand-built file per malformed class (docs/engine.md, "GGUF reader"). Each
 // must be refused with Error(kInvalidFile) naming the field and its offset.
 #include <gtest/gtest.h>
 

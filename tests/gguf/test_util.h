@@ -11,8 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "test_data.h"
 
 namespace tessera::gguf::testing {
 
@@ -97,11 +98,7 @@ inline void expect_invalid(const std::vector<uint8_t>& bytes, std::string_view p
   }
 }
 
-inline std::filesystem::path shared_dir() {
-  if (const char* env = std::getenv("TESSERA_SHARED_DIR"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return TESSERA_SHARED_DIR;
-}
+using tessera::testing::fixtures_dir;
+using tessera::testing::models_dir;
 
 }  // namespace tessera::gguf::testing

@@ -11,8 +11,8 @@
 #include <string>
 
 #include "models/model_test_util.h"
-#include "tessera/gguf.h"
-#include "tessera/grammar.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/grammar/grammar.h"
 
 namespace tessera::grammar {
 namespace {

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/model_test_util.h"
-#include "tessera/gguf.h"
+#include "tessera/gguf/gguf.h"
 
 namespace tessera::testing {
 
@@ -43,7 +43,7 @@ struct ArchFixture {
   std::vector<float> logits;  // [prompt][n_vocab], one batch
 
   static ArchFixture load(const std::string& name) {
-    const std::string dir = shared_dir() + "/fixtures/archs/";
+    const std::string dir = fixtures_dir() + "/archs/";
     std::ifstream js(dir + name + ".json");
     if (!js) throw std::runtime_error("cannot open " + dir + name + ".json");
     const nlohmann::json j = nlohmann::json::parse(js);

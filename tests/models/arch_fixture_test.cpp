@@ -12,7 +12,8 @@
 #include "backends/cpu/cpu_backend.h"
 #include "models/arch_fixture.h"
 #include "models/model_test_util.h"
-#include "tessera/engine.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/engine/engine.h"
 
 namespace tessera {
 namespace {

@@ -11,9 +11,10 @@
 
 #include "models/arch_fixture.h"
 #include "models/model_test_util.h"
-#include "tessera/engine.h"
-#include "tessera/error.h"
-#include "tessera/tokenizer.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera {
 namespace {
@@ -23,7 +24,7 @@ using testing::nmse;
 using testing::rewrite_gguf;
 
 std::string fixture(const std::string& arch) {
-  return testing::shared_dir() + "/fixtures/archs/" + arch + ".gguf";
+  return testing::fixtures_dir() + "/archs/" + arch + ".gguf";
 }
 
 std::string load_error(const std::filesystem::path& path) {

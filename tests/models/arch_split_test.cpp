@@ -6,8 +6,9 @@
 
 #include "models/arch_fixture.h"
 #include "runtime/async_device.h"
-#include "tessera/engine.h"
-#include "tessera/placement.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/placement.h"
 
 namespace tessera {
 namespace {

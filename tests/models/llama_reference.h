@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "tessera/dtype.h"
-#include "tessera/gguf.h"
-#include "tessera/model.h"
+#include "tessera/core/dtype.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/models/model.h"
 
 namespace tessera::testing {
 

@@ -15,11 +15,12 @@
 #include "backends/cpu/cpu_backend.h"
 #include "models/llama_reference.h"
 #include "models/model_test_util.h"
-#include "tessera/engine.h"
-#include "tessera/error.h"
-#include "tessera/perplexity.h"
-#include "tessera/sampler.h"
-#include "tessera/tokenizer.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/perplexity.h"
+#include "tessera/engine/sampler.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera {
 namespace {

@@ -17,14 +17,15 @@
 #include <fmt/format.h>
 
 #include "models/model_test_util.h"
-#include "core/quants.h"
-#include "tessera/engine.h"
-#include "tessera/error.h"
-#include "tessera/runtime.h"
-#include "tessera/sampler.h"
-#include "tessera/gguf.h"
-#include "tessera/quantize.h"
-#include "tessera/synth.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/core/quants.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/sampler.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/models/quantize.h"
+#include "tessera/models/synth.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera::testing {
 namespace {
@@ -37,7 +38,7 @@ class ModelFilesTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
-  std::string vocab() const { return shared_dir() + "/fixtures/tokenizer/ggml-vocab-llama-spm.gguf"; }
+  std::string vocab() const { return fixtures_dir() + "/tokenizer/ggml-vocab-llama-spm.gguf"; }
   std::filesystem::path synth(const std::string& name, DType type, int threads = 2,
                               uint64_t seed = 1, int64_t n_vocab = 0) {
     SynthOptions o;

@@ -1,4 +1,4 @@
-// What the model and engine tests share: the shared models' paths and the
+// What the model and engine tests share: the models' paths and the
 // error measure of ggml's tests.
 #pragma once
 
@@ -6,15 +6,13 @@
 #include <span>
 #include <string>
 
+#include "test_data.h"
+
 namespace tessera::testing {
 
-inline std::string shared_dir() {
-  if (const char* env = std::getenv("TESSERA_SHARED_DIR")) return env;
-  return TESSERA_SHARED_DIR;
-}
-inline std::string stories() { return shared_dir() + "/models/stories260K.gguf"; }
+inline std::string stories() { return models_dir() + "/stories260K.gguf"; }
 // 4 layers, 4 heads of 32 (2 KV heads), rope_freqs: quantized caches fit it.
-inline std::string llama_fixture() { return shared_dir() + "/fixtures/archs/llama.gguf"; }
+inline std::string llama_fixture() { return fixtures_dir() + "/archs/llama.gguf"; }
 
 // Normalized mean squared error of `got` against `want` (same length).
 template <class A, class B>

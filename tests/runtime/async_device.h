@@ -14,11 +14,11 @@
 #include <mutex>
 #include <thread>
 
-#include "tessera/buffer.h"
-#include "tessera/device.h"
-#include "tessera/error.h"
-#include "tessera/op_params.h"
-#include "tessera/stream.h"
+#include "tessera/core/error.h"
+#include "tessera/core/op_params.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera::testing {
 

@@ -1,4 +1,4 @@
-// The contracts of SPEC.md §1 that every device keeps: one test body, run on
+// The device contracts (docs/runtime.md, "Devices") that every device keeps: one test body, run on
 // each device of this build (CPU0, BLAS0, ...).
 #include <gtest/gtest.h>
 
@@ -9,13 +9,14 @@
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
-#include "tessera/buffer.h"
-#include "tessera/error.h"
-#include "tessera/graph.h"
-#include "tessera/half.h"
-#include "tessera/ops.h"
-#include "tessera/runtime.h"
-#include "tessera/stream.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/half.h"
+#include "tessera/core/ops.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/runtime.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera {
 namespace {

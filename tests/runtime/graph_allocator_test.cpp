@@ -1,6 +1,6 @@
 // The graph allocator: memory reused by liveness, in-place ops, outputs kept,
 // results unchanged by the reuse, and the peak of a real-sized layer.
-#include "tessera/graph_allocator.h"
+#include "tessera/runtime/graph_allocator.h"
 
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <random>
 
 #include "backends/cpu/cpu_backend.h"
-#include "tessera/ops.h"
-#include "tessera/stream.h"
+#include "tessera/core/ops.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera {
 namespace {

@@ -1,9 +1,9 @@
 // Tensor descriptors and graph building: shapes, strides, views, order.
 #include <gtest/gtest.h>
 
-#include "tessera/error.h"
-#include "tessera/graph.h"
-#include "tessera/ops.h"
+#include "tessera/core/error.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
 
 namespace tessera {
 namespace {

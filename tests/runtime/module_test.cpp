@@ -5,11 +5,11 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "tessera/buffer.h"
-#include "tessera/graph.h"
-#include "tessera/ops.h"
-#include "tessera/runtime.h"
-#include "tessera/stream.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/runtime.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera {
 namespace {

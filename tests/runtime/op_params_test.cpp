@@ -1,6 +1,6 @@
 // The op params layout is ggml's and every backend decodes it: each builder's
 // raw slots are pinned here, and each params struct reads back what it wrote.
-#include "tessera/op_params.h"
+#include "tessera/core/op_params.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <bit>
 #include <initializer_list>
 
-#include "tessera/graph.h"
-#include "tessera/ops.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
 
 namespace tessera {
 namespace {

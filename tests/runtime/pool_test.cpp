@@ -1,14 +1,14 @@
 // The two scratch pools over counting fakes (to see every byte come back) and
 // over the CPU's real reserved address space.
-#include "tessera/pool.h"
+#include "tessera/runtime/pool.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <map>
 
-#include "runtime/host/host_memory.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
+#include "tessera/runtime/host_memory.h"
 
 namespace tessera {
 namespace {

@@ -1,7 +1,8 @@
 // The scheduler on CPU + BLAS: matmuls of a small MLP go to BLAS at batch 64
 // and stay on the CPU at batch 1, results match CPU-only, copies are made
 // where a device cannot read a tensor, and unsupported ops are named.
-#include "tessera/scheduler.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/runtime/scheduler.h"
 
 #include <gtest/gtest.h>
 
@@ -10,11 +11,11 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "runtime/async_device.h"
-#include "tessera/buffer.h"
-#include "tessera/error.h"
-#include "tessera/half.h"
-#include "tessera/ops.h"
-#include "tessera/runtime.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
+#include "tessera/core/ops.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera {
 namespace {
@@ -141,7 +142,7 @@ TEST_F(SchedulerTest, HostWeightsOffloadToBlasOnlyForBigBatches) {
     }
     // Host memory everywhere: no copies needed.
     for (const auto& s : both.splits()) EXPECT_TRUE(s.copies.empty()) << last_;
-    EXPECT_LT(nmse(ref, out), 5e-4) << last_;  // matmul tolerance (SPEC.md §2)
+    EXPECT_LT(nmse(ref, out), 5e-4) << last_;  // matmul tolerance (docs/ops.md, "Tolerances")
   }
 }
 

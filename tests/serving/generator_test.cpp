@@ -14,13 +14,14 @@
 #include "models/model_test_util.h"
 #include "serving/reasoning.h"
 #include "serving/text_stream.h"
-#include "tessera/grammar.h"
-#include "tessera/chat.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "tessera/model.h"
-#include "tessera/runtime.h"
-#include "tessera/serving.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/grammar/grammar.h"
+#include "tessera/models/model.h"
+#include "tessera/runtime/runtime.h"
+#include "tessera/serving/chat.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::serving {
 namespace {
@@ -403,7 +404,7 @@ TEST_F(GeneratorTest, ASavedSessionContinuesInAFreshGenerator) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
   }
-  std::unique_ptr<Model> other = Model::load(*rt_, testing::shared_dir() + "/fixtures/archs/qwen2.gguf");
+  std::unique_ptr<Model> other = Model::load(*rt_, testing::fixtures_dir() + "/archs/qwen2.gguf");
   const Tokenizer other_tok = Tokenizer::from_gguf(other->file());
   Generator h(*other, other_tok, {.n_slots = 1, .n_ctx = 256});
   try {

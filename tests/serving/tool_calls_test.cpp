@@ -12,14 +12,15 @@
 #include <vector>
 
 #include "models/model_test_util.h"
-#include "tessera/chat.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "tessera/grammar.h"
-#include "tessera/model.h"
-#include "tessera/runtime.h"
-#include "tessera/serving.h"
-#include "tessera/tool_calls.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/grammar/grammar.h"
+#include "tessera/models/model.h"
+#include "tessera/runtime/runtime.h"
+#include "tessera/serving/chat.h"
+#include "tessera/serving/serving.h"
+#include "tessera/serving/tool_calls.h"
 
 namespace tessera::serving {
 namespace {
@@ -27,7 +28,7 @@ namespace {
 using nlohmann::ordered_json;
 
 std::string read_template(const std::string& name) {
-  std::ifstream in(testing::shared_dir() + "/fixtures/chat-templates/" + name + ".jinja");
+  std::ifstream in(testing::fixtures_dir() + "/chat-templates/" + name + ".jinja");
   EXPECT_TRUE(in.good()) << name;
   return {std::istreambuf_iterator<char>(in), {}};
 }

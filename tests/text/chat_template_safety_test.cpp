@@ -6,7 +6,7 @@
 #include <random>
 #include <thread>
 
-#include "tessera/gguf.h"
+#include "tessera/gguf/gguf.h"
 #include "text/chat_template_util.h"
 #include "text/test_util.h"
 
@@ -247,7 +247,7 @@ TEST(ChatTemplateGguf, ReadsTheTemplateKey) {
 }
 
 std::filesystem::path template_dir() {
-  return shared_dir() / "fixtures" / "chat-templates";
+  return std::filesystem::path(fixtures_dir()) / "chat-templates";
 }
 
 std::vector<std::pair<std::string, std::string>> all_templates() {

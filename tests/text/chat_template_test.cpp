@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/chat_template.h"
+#include "tessera/text/chat_template.h"
 #include "text/test_util.h"
 
 namespace tessera::text::testing {
@@ -22,7 +22,7 @@ namespace {
 using nlohmann::ordered_json;
 
 std::filesystem::path template_dir() {
-  return shared_dir() / "fixtures" / "chat-templates";
+  return std::filesystem::path(fixtures_dir()) / "chat-templates";
 }
 
 ordered_json read_json(const std::string& file) {

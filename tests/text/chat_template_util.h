@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/chat_template.h"
+#include "tessera/text/chat_template.h"
 
 namespace tessera::text::testing {
 

@@ -6,7 +6,7 @@
 
 #include <cstdio>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 #include "text/test_util.h"
 #include "text/unicode.h"
 
@@ -49,7 +49,10 @@ std::vector<Case> read_cases(const std::string& name) {
 
 std::optional<gguf::File> open_vocab(const std::string& name) {
   const std::filesystem::path path = fixture_dir() / ("ggml-vocab-" + name + ".gguf");
-  if (!std::filesystem::exists(path)) return std::nullopt;
+  if (!std::filesystem::exists(path)) {
+    ADD_FAILURE() << "missing " << path;
+    return std::nullopt;
+  }
   return gguf::File::open(path);
 }
 
@@ -58,7 +61,7 @@ class TokenizerFixture : public ::testing::TestWithParam<const char*> {};
 TEST_P(TokenizerFixture, MatchesExpectedIdsExactly) {
   const std::string name = GetParam();
   const std::optional<gguf::File> file = open_vocab(name);
-  if (!file) GTEST_SKIP() << "no ggml-vocab-" << name << ".gguf under " << fixture_dir();
+  ASSERT_TRUE(file);
   const Tokenizer tok = Tokenizer::from_gguf(*file);
   const std::vector<Case> cases = read_cases(name);
   ASSERT_EQ(cases.size(), 46u);
@@ -82,7 +85,7 @@ TEST_P(TokenizerFixture, MatchesExpectedIdsExactly) {
 TEST_P(TokenizerFixture, DetokenizeRoundTrips) {
   const std::string name = GetParam();
   const std::optional<gguf::File> file = open_vocab(name);
-  if (!file) GTEST_SKIP() << "no ggml-vocab-" << name << ".gguf under " << fixture_dir();
+  ASSERT_TRUE(file);
   const Tokenizer tok = Tokenizer::from_gguf(*file);
   const bool cleans_spaces =
       name != "llama-spm" && name != "phi-3" && name != "deepseek-llm" && name != "deepseek-coder";
@@ -113,7 +116,7 @@ INSTANTIATE_TEST_SUITE_P(Vocab, TokenizerFixture, ::testing::ValuesIn(kVocabs),
 
 TEST(TokenizerFixtureBert, RefusedAsNotYetImplemented) {
   const std::optional<gguf::File> file = open_vocab("bert-bge");
-  if (!file) GTEST_SKIP() << "no ggml-vocab-bert-bge.gguf";
+  ASSERT_TRUE(file);
   try {
     Tokenizer::from_gguf(*file);
     FAIL() << "bert loaded";

@@ -1,12 +1,12 @@
 // Malformed tokenizer metadata is refused with an Error naming the key, what
-// was found and what was expected (reliability.md §1.3).
+// was found and what was expected (docs/text.md, "Tokenizers").
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <cmath>
 #include <functional>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 #include "text/test_util.h"
 
 namespace tessera::text::testing {

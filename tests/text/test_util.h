@@ -1,4 +1,4 @@
-// Helpers for the tokenizer tests: the shared folder, small vocabularies
+// Helpers for the tokenizer tests: the fixtures folder, small vocabularies
 // written with gguf::Writer, and printable renderings of text and ids.
 #pragma once
 
@@ -13,22 +13,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "tessera/gguf.h"
-#include "tessera/tokenizer.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/text/tokenizer.h"
+#include "test_data.h"
 #include "text/unicode.h"
 
 namespace tessera::text::testing {
 
-inline std::filesystem::path shared_dir() {
-  if (const char* env = std::getenv("TESSERA_SHARED_DIR"); env != nullptr && *env != '\0') {
-    return env;
-  }
-  return TESSERA_SHARED_DIR;
-}
+using tessera::testing::fixtures_dir;
+using tessera::testing::models_dir;
 
-inline std::filesystem::path fixture_dir() {
-  return shared_dir() / "fixtures" / "tokenizer";
-}
+// llama.cpp's vocab-only GGUFs and their test-tokenizer-0 sets.
+inline std::filesystem::path fixture_dir() { return std::filesystem::path(fixtures_dir()) / "tokenizer"; }
 
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

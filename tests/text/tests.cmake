@@ -1,4 +1,4 @@
-# Tokenizer tests against ../shared/fixtures/tokenizer.
+# Tokenizer tests against tests/fixtures/tokenizer (llama.cpp's test-tokenizer-0 sets).
 tessera_add_test(tokenizer_test LABELS unit
   SOURCES text/fixture_test.cpp text/tokenizer_test.cpp text/malformed_test.cpp
   LIBS tessera_text)

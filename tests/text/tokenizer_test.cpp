@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 #include "text/pre_tokenizer.h"
 #include "text/test_util.h"
 #include "text/unicode.h"
@@ -17,8 +17,12 @@ namespace {
 
 using Ids = std::vector<TokenId>;
 
+// The repository's files are always there: a missing one fails the test.
 std::optional<Tokenizer> open_tokenizer(const std::filesystem::path& path) {
-  if (!std::filesystem::exists(path)) return std::nullopt;
+  if (!std::filesystem::exists(path)) {
+    ADD_FAILURE() << "missing " << path;
+    return std::nullopt;
+  }
   const gguf::File file = gguf::File::open(path);
   return Tokenizer::from_gguf(file);  // the File closes here: the Tokenizer owns its data
 }
@@ -30,8 +34,8 @@ std::optional<Tokenizer> open_fixture(const std::string& name) {
 // ---- stories260K: 512 tokens, <unk> <s> </s>, 256 bytes, then pieces scored 0, -1, ...
 
 TEST(TokenizerStories, VocabularyFacts) {
-  const std::optional<Tokenizer> tok = open_tokenizer(shared_dir() / "models" / "stories260K.gguf");
-  if (!tok) GTEST_SKIP() << "no stories260K.gguf";
+  const std::optional<Tokenizer> tok = open_tokenizer(std::filesystem::path(models_dir()) / "stories260K.gguf");
+  ASSERT_TRUE(tok);
   EXPECT_EQ(tok->model(), TokenizerModel::kSpm);
   EXPECT_EQ(tok->model_name(), "llama");
   EXPECT_EQ(tok->n_vocab(), 512u);
@@ -61,8 +65,8 @@ TEST(TokenizerStories, VocabularyFacts) {
 }
 
 TEST(TokenizerStories, PiecesAndIds) {
-  const std::optional<Tokenizer> tok = open_tokenizer(shared_dir() / "models" / "stories260K.gguf");
-  if (!tok) GTEST_SKIP() << "no stories260K.gguf";
+  const std::optional<Tokenizer> tok = open_tokenizer(std::filesystem::path(models_dir()) / "stories260K.gguf");
+  ASSERT_TRUE(tok);
   EXPECT_EQ(tok->token_to_piece(3), std::string(1, '\0'));
   EXPECT_EQ(tok->token_to_piece(13), "\n");  // <0x0A>
   EXPECT_EQ(tok->token_to_piece(259), " t");
@@ -230,7 +234,7 @@ TEST(TokenizerDefaults, FixtureFiles) {
                                                  {"starcoder", false},
                                                  {"refact", false}}) {
     const std::optional<Tokenizer> tok = open_fixture(name);
-    if (!tok) continue;
+    ASSERT_TRUE(tok) << name;
     EXPECT_EQ(tok->add_bos(), add_bos) << name;
     EXPECT_FALSE(tok->add_eos()) << name;
     const Ids ids = tok->tokenize("Hello", true);
@@ -243,7 +247,7 @@ TEST(TokenizerDefaults, FixtureFiles) {
 
 TEST(TokenizerSpecial, ParseSpecialTurnsTextIntoControlTokens) {
   const std::optional<Tokenizer> tok = open_fixture("llama-spm");
-  if (!tok) GTEST_SKIP() << "no llama-spm vocab";
+  ASSERT_TRUE(tok);
   EXPECT_EQ(tok->tokenize("<s>Hello</s>", false, true), (Ids{1, 15043, 2}));
   const Ids literal = tok->tokenize("<s>Hello</s>", false, false);
   EXPECT_EQ(std::count(literal.begin(), literal.end(), 1), 0);
@@ -258,7 +262,7 @@ TEST(TokenizerSpecial, ParseSpecialTurnsTextIntoControlTokens) {
 // overlaps one, even by a byte, is text; the same text outside is the token.
 TEST(TokenizerSpecial, PlainRangesKeepControlTokenTextAsText) {
   const std::optional<Tokenizer> tok = open_fixture("llama-spm");
-  if (!tok) GTEST_SKIP() << "no llama-spm vocab";
+  ASSERT_TRUE(tok);
   const std::string text = "<s>Say </s> now</s>";  // [0,3) <s>, [7,11) </s>, [15,19) </s>
   const Ids all = tok->tokenize(text, false, true);
   EXPECT_EQ(std::count(all.begin(), all.end(), 2), 2);
@@ -277,7 +281,7 @@ TEST(TokenizerSpecial, PlainRangesKeepControlTokenTextAsText) {
 
 TEST(TokenizerSpecial, UserDefinedTokensAlwaysSplitOut) {
   const std::optional<Tokenizer> tok = open_fixture("mpt");
-  if (!tok) GTEST_SKIP() << "no mpt vocab";
+  ASSERT_TRUE(tok);
   EXPECT_EQ(tok->tokenize("<|endoftext|>", false, true), (Ids{0}));
   EXPECT_NE(tok->tokenize("<|endoftext|>", false, false), (Ids{0}));
   // Runs of spaces are user-defined tokens in this vocabulary.
@@ -325,7 +329,7 @@ TEST(TokenizerInput, InvalidUtf8NeverThrows) {
                              "\xf0\x9f\xa6"};
   for (const char* name : kAll) {
     const std::optional<Tokenizer> tok = open_fixture(name);
-    if (!tok) continue;
+    ASSERT_TRUE(tok) << name;
     for (const std::string& text : bad) {
       Ids ids;
       ASSERT_NO_THROW(ids = tok->tokenize(text, true, true))
@@ -357,7 +361,7 @@ TEST(TokenizerInput, RandomBytesRoundTrip) {
   std::mt19937 rng(12345);
   for (const char* name : kAll) {
     const std::optional<Tokenizer> tok = open_fixture(name);
-    if (!tok) continue;
+    ASSERT_TRUE(tok) << name;
     for (int i = 0; i < 200; ++i) {
       std::string text(rng() % 64, '\0');
       for (char& c : text)
@@ -395,7 +399,7 @@ TEST(TokenizerInput, IdsAreRangeChecked) {
 // One Tokenizer shared by threads (const methods are thread-safe).
 TEST(TokenizerInput, ConcurrentTokenizeAgrees) {
   const std::optional<Tokenizer> tok = open_fixture("gpt-2");
-  if (!tok) GTEST_SKIP() << "no gpt-2 vocab";
+  ASSERT_TRUE(tok);
   const std::string text = "Hello world! 123 4567 \xe4\xb8\x80\xe4\xba\x8c   spaces\n\ttabs";
   const Ids want = tok->tokenize(text, true);
   std::vector<std::thread> threads;
@@ -413,7 +417,7 @@ TEST(TokenizerInput, ConcurrentTokenizeAgrees) {
 
 TEST(TokenizerInput, CleanSpacesFollowsTheModel) {
   const std::optional<Tokenizer> gpt2 = open_fixture("gpt-2");
-  if (!gpt2) GTEST_SKIP() << "no gpt-2 vocab";
+  ASSERT_TRUE(gpt2);
   const Ids ids = gpt2->tokenize("Hello , world ! I 'm here .", false);
   EXPECT_EQ(gpt2->detokenize(ids), "Hello, world! I'm here.");
   EXPECT_EQ(gpt2->detokenize(ids, {.clean_spaces = false}), "Hello , world ! I 'm here .");
@@ -426,7 +430,7 @@ TEST(TokenizerExtraVocab, OlderFilesLoad) {
   for (const char* name : {"baichuan", "gpt-neox"}) {
     const std::optional<Tokenizer> tok =
         open_tokenizer(fixture_dir() / "extra-vocab" / fmt::format("ggml-vocab-{}.gguf", name));
-    if (!tok) continue;
+    ASSERT_TRUE(tok) << name;
     EXPECT_EQ(tok->pre_name(), "default") << name;  // no tokenizer.ggml.pre key
     const std::string text = "Hello world, 123 lines\n\tend";
     EXPECT_EQ(tok->detokenize(tok->tokenize(text, true), {.clean_spaces = false}), text) << name;

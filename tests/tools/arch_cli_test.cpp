@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "models/arch_fixture.h"
-#include "tessera/tokenizer.h"
+#include "tessera/text/tokenizer.h"
 #include "tools/run_command.h"
 
 namespace tessera::testing {
@@ -58,7 +58,7 @@ INSTANTIATE_TEST_SUITE_P(Archs, ArchCliTest, ::testing::ValuesIn(kFixtureArchs),
 
 TEST(ArchCli, MissingTensorsAreListedByInspectAndRun) {
   const auto path =
-      rewrite_gguf(shared_dir() + "/fixtures/archs/qwen3.gguf", "cli-missing", [](gguf::Writer&) {},
+      rewrite_gguf(fixtures_dir() + "/archs/qwen3.gguf", "cli-missing", [](gguf::Writer&) {},
                    {"blk.1.attn_q_norm.weight", "blk.3.attn_k_norm.weight"});
   CommandResult r = run_command(tessera_cmd("inspect " + path.string()));
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -8,7 +8,7 @@ namespace tessera::testing {
 namespace {
 
 std::string tessera(const std::string& args) { return std::string(TESSERA_BIN) + " " + args; }
-std::string model() { return "-m " + shared_dir() + "/models/stories260K.gguf"; }
+std::string model() { return "-m " + models_dir() + "/stories260K.gguf"; }
 
 std::vector<std::string> lines_of(const std::string& s) {
   std::vector<std::string> out;

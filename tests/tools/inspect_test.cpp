@@ -15,7 +15,7 @@ std::string tessera_cmd(const std::string& args) { return std::string(TESSERA_BI
 
 TEST(InspectTest, StoriesFactsAsJson) {
   const CommandResult r =
-      run_command(tessera_cmd("inspect --json " + shared_dir() + "/models/stories260K.gguf"));
+      run_command(tessera_cmd("inspect --json " + models_dir() + "/stories260K.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["architecture"], "llama");
@@ -43,7 +43,7 @@ TEST(InspectTest, StoriesFactsAsJson) {
 
 TEST(InspectTest, TinyRandomHasF16Weights) {
   const CommandResult r = run_command(
-      tessera_cmd("inspect --json " + shared_dir() + "/models/llama-2-tiny-random.gguf"));
+      tessera_cmd("inspect --json " + models_dir() + "/llama-2-tiny-random.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["n_tensors"], 12);
@@ -56,7 +56,7 @@ TEST(InspectTest, TinyRandomHasF16Weights) {
 
 TEST(InspectTest, TextOutputNamesTheFacts) {
   const CommandResult r =
-      run_command(tessera_cmd("inspect " + shared_dir() + "/models/stories260K.gguf"));
+      run_command(tessera_cmd("inspect " + models_dir() + "/stories260K.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("architecture  llama"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("48, 292800 parameters"), std::string::npos) << r.out;
@@ -66,7 +66,7 @@ TEST(InspectTest, TextOutputNamesTheFacts) {
 
 TEST(InspectTest, VocabOnlyFileHasNoTensors) {
   const CommandResult r = run_command(tessera_cmd(
-      "inspect --json " + shared_dir() + "/fixtures/tokenizer/ggml-vocab-gpt-2.gguf"));
+      "inspect --json " + fixtures_dir() + "/tokenizer/ggml-vocab-gpt-2.gguf"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["n_tensors"], 0);
@@ -76,7 +76,7 @@ TEST(InspectTest, VocabOnlyFileHasNoTensors) {
 
 TEST(InspectTest, GgufV1IsRefusedWithReason) {
   const CommandResult r = run_command(tessera_cmd(
-      "inspect " + shared_dir() + "/models/legacy-gguf-v1/tinyllamas-stories-260k-f32.gguf"));
+      "inspect " + models_dir() + "/legacy-gguf-v1/tinyllamas-stories-260k-f32.gguf"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_NE(r.err.find("GGUF v1 is not supported"), std::string::npos) << r.err;

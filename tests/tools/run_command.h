@@ -10,7 +10,7 @@
 #include <sstream>
 #include <string>
 
-#include "models/model_test_util.h"  // shared_dir()
+#include "models/model_test_util.h"  // models_dir(), fixtures_dir()
 
 namespace tessera::testing {
 

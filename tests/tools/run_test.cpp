@@ -23,7 +23,7 @@ namespace tessera::testing {
 namespace {
 
 std::string tessera(const std::string& args) { return std::string(TESSERA_BIN) + " " + args; }
-std::string model() { return "-m " + shared_dir() + "/models/stories260K.gguf"; }
+std::string model() { return "-m " + models_dir() + "/stories260K.gguf"; }
 std::string story() { return std::string(TESSERA_SOURCE_DIR) + "/tests/data/story.txt"; }
 
 TEST(RunTest, GreedyTextAndTimings) {
@@ -151,7 +151,7 @@ TEST(RunTest, CtrlCStopsAndStillPrintsTimings) {
   const auto out_path = dir / ("tessera-ctrlc-" + std::to_string(getpid()) + ".out");
   const auto err_path = dir / ("tessera-ctrlc-" + std::to_string(getpid()) + ".err");
   std::vector<std::string> argv{TESSERA_BIN, "run", "-m",
-                                shared_dir() + "/models/stories260K.gguf", "-p", "Once upon a time",
+                                models_dir() + "/stories260K.gguf", "-p", "Once upon a time",
                                 "-c", "200000", "-n", "-1", "--ignore-eos", "--no-display-prompt"};
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
@@ -225,7 +225,7 @@ TEST(PerplexityTest, FiniteAndStableBetweenRuns) {
 // (the qwen2 fixture, head size 64); a head size the block does not divide is
 // refused naming the flag.
 TEST(PerplexityTest, CacheTypesReachTheCache) {
-  const std::string qwen2 = "-m " + shared_dir() + "/fixtures/archs/qwen2.gguf";
+  const std::string qwen2 = "-m " + fixtures_dir() + "/archs/qwen2.gguf";
   const std::string base = "perplexity " + qwen2 + " -f " + story() + " -c 64 -b 16";
   const CommandResult f16 = run_command(tessera(base));
   const CommandResult q8 = run_command(tessera(base + " -ctk q8_0 -ctv q8_0"));

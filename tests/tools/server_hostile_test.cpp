@@ -28,7 +28,7 @@ namespace {
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-std::string model() { return shared_dir() + "/models/stories260K.gguf"; }
+std::string model() { return models_dir() + "/stories260K.gguf"; }
 
 // A connection of our own: bytes exactly as given.
 class Raw {

@@ -27,7 +27,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string model() { return shared_dir() + "/models/stories260K.gguf"; }
+std::string model() { return models_dir() + "/stories260K.gguf"; }
 
 // POSTs `body` and hands the response body to `receive` as it arrives
 // (return false to hang up).
@@ -631,7 +631,7 @@ TEST(ServerTools, GenericFormat) {
 // A template with a format of its own (Qwen 2.5's <tool_call> tags): a
 // required call is forced inside its tags and parsed out of them.
 TEST(ServerTools, HermesTemplateForcedCall) {
-  std::ifstream in(shared_dir() + "/fixtures/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja");
+  std::ifstream in(fixtures_dir() + "/chat-templates/Qwen-Qwen2.5-7B-Instruct.jinja");
   const std::string source{std::istreambuf_iterator<char>(in), {}};
   ASSERT_FALSE(source.empty());
   ServerProcess s({"-m", model(), "-np", "1", "-c", "2048", "--chat-template", source});

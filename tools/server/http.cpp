@@ -18,7 +18,7 @@
 #include <boost/beast/http.hpp>
 
 #include "server/http_error.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::server {
 

@@ -1,4 +1,4 @@
-// The HTTP/1.1 layer of `tessera serve`, on Boost.Beast (docs/server-http.md
+// The HTTP/1.1 layer of `tessera serve`, on Boost.Beast (docs/server.md, "The HTTP layer"
 // says why): one I/O thread reads every connection asynchronously, each
 // request head and body under a deadline, so a slow client holds no thread
 // and cannot starve the others; complete requests run on a pool of worker

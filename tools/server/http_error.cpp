@@ -1,8 +1,8 @@
 #include "server/http_error.h"
 
-#include "tessera/chat.h"
-#include "tessera/error.h"
-#include "tessera/serving.h"
+#include "tessera/core/error.h"
+#include "tessera/serving/chat.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::server {
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "tessera/serving.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::server {
 

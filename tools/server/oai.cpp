@@ -8,9 +8,9 @@
 #include <random>
 
 #include "server/http_error.h"
-#include "tessera/error.h"
-#include "tessera/grammar.h"
-#include "tessera/tool_calls.h"
+#include "tessera/core/error.h"
+#include "tessera/grammar/grammar.h"
+#include "tessera/serving/tool_calls.h"
 
 namespace tessera::server {
 namespace {

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/chat.h"
-#include "tessera/serving.h"
+#include "tessera/serving/chat.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::server {
 

@@ -12,7 +12,7 @@
 #include "server/oai.h"
 #include "server/page.h"
 #include "server/sse.h"
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::server {
 namespace {

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "tessera/chat.h"
-#include "tessera/embedder.h"
-#include "tessera/serving.h"
-#include "tessera/tokenizer.h"
+#include "tessera/serving/chat.h"
+#include "tessera/serving/embedder.h"
+#include "tessera/serving/serving.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::server {
 

@@ -8,7 +8,7 @@
 
 #include "server/http.h"
 #include "server/oai.h"
-#include "tessera/serving.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::server {
 

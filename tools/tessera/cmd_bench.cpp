@@ -26,10 +26,10 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tessera/ceilings.h"
-#include "tessera/engine.h"
-#include "tessera/error.h"
-#include "tessera/quantize.h"
+#include "tessera/backends/ceilings.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/engine.h"
+#include "tessera/models/quantize.h"
 
 namespace tessera::cli {
 namespace {

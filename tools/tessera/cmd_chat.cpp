@@ -18,9 +18,9 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tessera/chat.h"
-#include "tessera/error.h"
-#include "tessera/serving.h"
+#include "tessera/core/error.h"
+#include "tessera/serving/chat.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::cli {
 namespace {
@@ -49,7 +49,8 @@ class Chat {
                     .n_ctx = f.n_ctx,
                     .n_batch = f.n_batch,
                     .type_k = cache_type("--cache-type-k", f.cache_types.k),
-                    .type_v = cache_type("--cache-type-v", f.cache_types.v)}),
+                    .type_v = cache_type("--cache-type-v", f.cache_types.v),
+                    .pipeline = lm.pipeline.get()}),
         render_(lm.model->file(), lm.tokenizer, f.chat_template) {
     reset();
   }

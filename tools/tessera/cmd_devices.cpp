@@ -7,8 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "tessera/buffer.h"
-#include "tessera/runtime.h"
+#include "tessera/backends/builtin.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera::cli {
 namespace {

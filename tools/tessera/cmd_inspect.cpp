@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "tessera/model.h"
+#include "tessera/core/error.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/models/model.h"
 
 namespace tessera::cli {
 namespace {

@@ -7,8 +7,8 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tessera/error.h"
-#include "tessera/perplexity.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/perplexity.h"
 
 namespace tessera::cli {
 
@@ -52,6 +52,7 @@ Runner add_perplexity(CLI::App& app, const MpiWorld& world) {
     PerplexityOptions options{
         .n_ctx = f->n_ctx, .n_batch = f->n_batch, .type_k = type_k, .type_v = type_v};
     if (lm.tokenizer.add_bos() && lm.tokenizer.bos() != kNoToken) options.bos = lm.tokenizer.bos();
+    options.pipeline = lm.pipeline.get();
     options.on_chunk = [](int64_t i, double ppl) {
       fmt::print("[{}]{:.4f},", i + 1, ppl);
       std::fflush(stdout);

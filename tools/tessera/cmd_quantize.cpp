@@ -10,8 +10,8 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tessera/error.h"
-#include "tessera/quantize.h"
+#include "tessera/core/error.h"
+#include "tessera/models/quantize.h"
 
 namespace tessera::cli {
 namespace {

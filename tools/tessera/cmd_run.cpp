@@ -11,8 +11,8 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tessera/error.h"
-#include "tessera/serving.h"
+#include "tessera/core/error.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::cli {
 namespace {
@@ -94,12 +94,13 @@ int run(const RunFlags& f) {
   const InterruptScope interrupt;
   std::string prompt = f.prompt;
   if (!f.file.empty()) prompt = read_file(f.file);
-  const serving::GeneratorOptions go = generator_options(f);
+  serving::GeneratorOptions go = generator_options(f);
   LoadedModel lm = load_model(f.model, {.n_ctx = go.n_ctx > 0 ? go.n_ctx : 4096,
                                         .n_batch = go.n_batch,
                                         .type_k = go.type_k,
                                         .type_v = go.type_v});
   check_cache_types(*lm.model, f.cache_types);
+  go.pipeline = lm.pipeline.get();
   serving::Generator generator(*lm.model, lm.tokenizer, go);
   const std::vector<TokenId> tokens = tokenize_prompt(f, lm.tokenizer, prompt, generator.slot_ctx());
   const int64_t room = generator.slot_ctx() - static_cast<int64_t>(tokens.size());
@@ -154,7 +155,7 @@ int run(const RunFlags& f) {
   fmt::print(stderr, "{:<10} {:9.2f} ms of CPU choosing tokens ({:.1f} us a token)\n", "sampling", sample_ms,
              generated > 0 ? 1000.0 * sample_ms / double(generated) : 0.0);
   fmt::print(stderr, "{:<10} {}\n", "seed", seeds);
-  if (const auto& pipeline = lm.model->pipeline(); pipeline != nullptr && pipeline->size() > 1) {
+  if (const auto& pipeline = lm.pipeline; pipeline != nullptr && pipeline->size() > 1) {
     fmt::print(stderr, "{:<10} rank 0 sent {} bytes to rank 1 ({:.0f} per token decoded)\n",
                "pipeline", pipeline->bytes_sent(),
                double(pipeline->bytes_sent()) / double(std::max<int64_t>(generated + tokens.size(), 1)));

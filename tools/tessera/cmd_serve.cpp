@@ -18,10 +18,10 @@
 #include "commands.h"
 #include "common.h"
 #include "server/server.h"
-#include "tessera/chat.h"
-#include "tessera/embedder.h"
-#include "tessera/error.h"
-#include "tessera/serving.h"
+#include "tessera/core/error.h"
+#include "tessera/serving/chat.h"
+#include "tessera/serving/embedder.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::cli {
 
@@ -45,7 +45,10 @@ struct Loaded {
                                    .n_batch = o.n_batch})),
         chat(model.model->file(), model.tokenizer, o.chat_template),
         generator(*model.model, model.tokenizer,
-                  {.n_slots = o.slots, .n_ctx = o.n_ctx, .n_batch = o.n_batch}),
+                  {.n_slots = o.slots,
+                   .n_ctx = o.n_ctx,
+                   .n_batch = o.n_batch,
+                   .pipeline = model.pipeline.get()}),
         embedder(*model.model,
                  o.pooling.empty() ? serving::model_pooling(*model.model)
                                    : serving::pooling_from_name(o.pooling),

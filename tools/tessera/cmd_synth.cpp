@@ -10,8 +10,8 @@
 
 #include "commands.h"
 #include "common.h"
-#include "tessera/error.h"
-#include "tessera/synth.h"
+#include "tessera/core/error.h"
+#include "tessera/models/synth.h"
 
 namespace tessera::cli {
 namespace {
@@ -37,7 +37,7 @@ Runner add_synth(CLI::App& app) {
     int threads = 0;
   };
   auto opts = std::make_shared<Options>();
-  opts->vocab = std::string(TESSERA_SHARED_DIR) + "/fixtures/tokenizer/ggml-vocab-llama-spm.gguf";
+  opts->vocab = TESSERA_DEFAULT_SYNTH_VOCAB;
   CLI::App* cmd = app.add_subcommand(
       "synth", "Write a random-weight model of a real shape (normal weights, std 0.02; norms 1)");
   cmd->footer("Shapes:" + shape_list() +

@@ -8,8 +8,8 @@
 #include <fmt/ranges.h>
 
 #include "commands.h"
-#include "tessera/gguf.h"
-#include "tessera/tokenizer.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::cli {
 

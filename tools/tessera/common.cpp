@@ -13,9 +13,9 @@
 
 #include <fmt/format.h>
 
-#include "tessera/error.h"
-#include "tessera/grammar.h"
-#include "tessera/pipeline.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/pipeline.h"
+#include "tessera/grammar/grammar.h"
 
 namespace tessera::cli {
 
@@ -168,7 +168,7 @@ int serve_stage(const ModelFlags& flags) {
   sigaddset(&stop, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
   LoadedModel lm = load_model(flags);
-  lm.model->pipeline()->serve(*lm.model);
+  lm.pipeline->serve(*lm.model);
   return 0;
 }
 

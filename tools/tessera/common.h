@@ -8,13 +8,13 @@
 
 #include <CLI/CLI.hpp>
 
-#include "tessera/loaded_model.h"
-#include "tessera/model.h"
-#include "tessera/mpi.h"
-#include "tessera/placement.h"
-#include "tessera/runtime.h"
-#include "tessera/serving.h"
-#include "tessera/tokenizer.h"
+#include "tessera/dist/mpi.h"
+#include "tessera/engine/placement.h"
+#include "tessera/models/model.h"
+#include "tessera/runtime/runtime.h"
+#include "tessera/serving/loaded_model.h"
+#include "tessera/serving/serving.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::cli {
 

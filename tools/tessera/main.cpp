@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "commands.h"
-#include "tessera/error.h"
-#include "tessera/mpi.h"
+#include "tessera/core/error.h"
+#include "tessera/dist/mpi.h"
 
 namespace {
 

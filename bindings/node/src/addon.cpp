@@ -7,8 +7,8 @@
 
 #include "context.h"
 #include "convert.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
+#include "tessera/core/error.h"
+#include "tessera/serving/inspect.h"
 
 namespace tessera::node {
 namespace {
@@ -155,17 +155,14 @@ Napi::Value LoadModelInfo(const Napi::CallbackInfo& info) {
     return run_task<nlohmann::json>(
         env,
         [path, skip] {
-          const gguf::File file = gguf::File::open(path);
-          nlohmann::json out = {{"version", file.version()},
-                                {"alignment", file.alignment()},
-                                {"data_offset", file.data_offset()},
-                                {"n_tensors", file.tensors().size()}};
-          for (const gguf::KeyValue& kv : file.kvs()) {
-            const std::string key(kv.key);
-            if (std::find(skip.begin(), skip.end(), key) != skip.end()) continue;
-            out[key] = kv.value.type() == gguf::ValueType::kString
-                           ? std::string(kv.value.string())
-                           : kv.value.to_display_string(SIZE_MAX);
+          const serving::FileMetadata file = serving::read_file_metadata(path);
+          nlohmann::json out = {{"version", file.version},
+                                {"alignment", file.alignment},
+                                {"data_offset", file.data_offset},
+                                {"n_tensors", file.n_tensors}};
+          for (const serving::MetadataEntry& e : file.entries) {
+            if (std::find(skip.begin(), skip.end(), e.key) != skip.end()) continue;
+            out[e.key] = e.value;
           }
           return out;
         },
@@ -179,21 +176,13 @@ Napi::Value BackendDevices(const Napi::CallbackInfo& info) {
     return run_task<nlohmann::json>(
         env,
         [] {
-          std::unique_ptr<Runtime> runtime = make_runtime();
           nlohmann::json out = nlohmann::json::array();
-          for (const auto& b : runtime->backends()) {
-            for (size_t i = 0; i < b->device_count(); ++i) {
-              Device& d = b->device(i);
-              const MemoryInfo m = d.memory();
-              std::string type(device_type_name(d.type()));
-              for (char& c : type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-              out.push_back({{"backend", std::string(b->name())},
-                             {"type", type},
-                             {"deviceName", std::string(d.name())},
-                             {"maxMemorySize", m.total},
-                             {"metadata", {{"description", std::string(d.description())},
-                                           {"freeMemory", m.free}}}});
-            }
+          for (const serving::DeviceInfo& d : serving::list_devices()) {
+            out.push_back({{"backend", d.backend},
+                           {"type", d.type},
+                           {"deviceName", d.name},
+                           {"maxMemorySize", d.total_bytes},
+                           {"metadata", {{"description", d.description}, {"freeMemory", d.free_bytes}}}});
           }
           return out;
         },

@@ -6,9 +6,9 @@
 #include <fmt/format.h>
 
 #include "convert.h"
-#include "tessera/error.h"
-#include "tessera/gguf.h"
-#include "tessera/grammar.h"
+#include "tessera/core/error.h"
+#include "tessera/grammar/grammar.h"
+#include "tessera/serving/inspect.h"
 
 namespace tessera::node {
 
@@ -19,17 +19,14 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 nlohmann::json model_info_json(const serving::LoadedModel& m) {
-  const gguf::File& file = m.model->file();
   const serving::ModelInfo info = serving::model_info(*m.model);
   nlohmann::json metadata = nlohmann::json::object();
   std::string arch, name, chat_template;
-  for (const gguf::KeyValue& kv : file.kvs()) {
-    const bool text = kv.value.type() == gguf::ValueType::kString;
-    metadata[std::string(kv.key)] =
-        text ? std::string(kv.value.string()) : kv.value.to_display_string(SIZE_MAX);
-    if (kv.key == "general.architecture" && text) arch = kv.value.string();
-    if (kv.key == "general.name" && text) name = kv.value.string();
-    if (kv.key == "tokenizer.chat_template" && text) chat_template = kv.value.string();
+  for (serving::MetadataEntry& e : serving::model_metadata(*m.model)) {
+    if (e.key == "general.architecture") arch = e.value;
+    if (e.key == "general.name") name = e.value;
+    if (e.key == "tokenizer.chat_template") chat_template = e.value;
+    metadata[std::move(e.key)] = std::move(e.value);
   }
   const double params = static_cast<double>(info.n_params);
   const std::string size = params >= 1e9   ? fmt::format("{:.1f}B", params / 1e9)

@@ -19,10 +19,10 @@
 #include <napi.h>
 #include <nlohmann/json.hpp>
 
-#include "tessera/chat.h"
-#include "tessera/embedder.h"
-#include "tessera/loaded_model.h"
-#include "tessera/serving.h"
+#include "tessera/serving/chat.h"
+#include "tessera/serving/embedder.h"
+#include "tessera/serving/loaded_model.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::node {
 

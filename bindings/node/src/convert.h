@@ -10,7 +10,7 @@
 #include <napi.h>
 #include <nlohmann/json.hpp>
 
-#include "tessera/serving.h"
+#include "tessera/serving/serving.h"
 
 namespace tessera::node {
 

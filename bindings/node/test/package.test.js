@@ -1,11 +1,11 @@
 'use strict';
 // The package against the serving core, on stories260K and the qwen2 fixture
-// of ../shared/fixtures/archs (llama.cpp's greedy tokens).
+// of tests/fixtures/archs (llama.cpp's greedy tokens).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const path = require('node:path');
-const { shared, stories, archFixture, runGreedy, tmpFile } = require('./helpers.js');
+const { fixtures, stories, archFixture, runGreedy, tmpFile } = require('./helpers.js');
 const tessera = require('../lib/index.js');
 
 const greedy = { temperature: 0 };
@@ -80,7 +80,7 @@ test('completion: greedy text equals tessera run, tokens stream in order', async
 });
 
 test('completion matches llama.cpp greedy tokens on the qwen2 fixture', async () => {
-  const fx = JSON.parse(fs.readFileSync(path.join(shared, 'fixtures', 'archs', 'qwen2.json'), 'utf8'));
+  const fx = JSON.parse(fs.readFileSync(path.join(fixtures, 'archs', 'qwen2.json'), 'utf8'));
   const ctx = await tessera.loadModel({ model: archFixture, n_ctx: 256 });
   try {
     const text = await ctx.detokenize(fx.prompt);
@@ -93,7 +93,7 @@ test('completion matches llama.cpp greedy tokens on the qwen2 fixture', async ()
 });
 
 test('messages render as the chat renderer does (llama.cpp\'s render of Qwen 2.5)', async () => {
-  const dir = path.join(shared, 'fixtures', 'chat-templates');
+  const dir = path.join(fixtures, 'chat-templates');
   const name = 'Qwen-Qwen2.5-7B-Instruct.jinja';
   const source = fs.readFileSync(path.join(dir, name), 'utf8');
   const conversations = JSON.parse(fs.readFileSync(path.join(dir, 'conversations.json'), 'utf8'));
@@ -286,7 +286,7 @@ test('thinking goes to reasoning_content for messages (a grammar makes the model
 });
 
 test('tools: a required call comes back in tool_calls, streamed and whole, in the template\'s format', async () => {
-  const qwen = fs.readFileSync(path.join(shared, 'fixtures', 'chat-templates', 'Qwen-Qwen2.5-7B-Instruct.jinja'), 'utf8');
+  const qwen = fs.readFileSync(path.join(fixtures, 'chat-templates', 'Qwen-Qwen2.5-7B-Instruct.jinja'), 'utf8');
   const ctx = await tessera.loadModel({ model: stories, n_ctx: 2048 });
   const tools = [{
     type: 'function',

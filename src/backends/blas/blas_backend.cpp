@@ -1,12 +1,12 @@
-#include "backends/blas/blas_backend.h"
+#include "blas/blas_backend.h"
 
 #include <cblas.h>
 
 #include <cstring>
 
-#include "runtime/host/host_memory.h"
-#include "tessera/error.h"
-#include "tessera/half.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
+#include "tessera/runtime/host_memory.h"
 
 extern "C" char* openblas_get_config(void);
 extern "C" void openblas_set_num_threads(int num_threads);

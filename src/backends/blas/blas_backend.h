@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "runtime/host/host_buffer.h"
-#include "tessera/buffer.h"
-#include "tessera/device.h"
-#include "tessera/stream.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/host_buffer.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera::blas {
 

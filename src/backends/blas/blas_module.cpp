@@ -1,6 +1,6 @@
 // The BLAS backend as a loadable module (TESSERA_BACKEND_MODULES=ON).
-#include "backends/blas/blas_backend.h"
-#include "tessera/runtime.h"
+#include "blas/blas_backend.h"
+#include "tessera/runtime/runtime.h"
 
 extern "C" __attribute__((visibility("default"))) const tessera::ModuleEntry*
 tessera_backend_module() {

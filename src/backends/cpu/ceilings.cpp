@@ -1,7 +1,7 @@
 // Each probe runs on `threads` std::threads released at once; its figure is
 // the work of all of them over the wall time from release to the last one
 // done, best of three (a shared machine only ever slows a probe down).
-#include "backends/cpu/ceilings.h"
+#include "cpu/ceilings.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "backends/cpu/kernels/probes.h"
-#include "runtime/host/host_memory.h"
+#include "cpu/kernels/probes.h"
+#include "tessera/runtime/host_memory.h"
 
 namespace tessera::cpu {
 namespace {

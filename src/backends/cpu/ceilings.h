@@ -2,8 +2,8 @@
 // the tier it runs (kernels/probes.h) on `threads` threads started together.
 #pragma once
 
-#include "backends/cpu/isa.h"
-#include "tessera/ceilings.h"
+#include "cpu/isa.h"
+#include "tessera/backends/ceilings.h"
 
 namespace tessera::cpu {
 

@@ -1,11 +1,11 @@
-#include "backends/cpu/cpu_backend.h"
+#include "cpu/cpu_backend.h"
 
 #include <algorithm>
 #include <fstream>
 
-#include "backends/cpu/ceilings.h"
-#include "backends/cpu/ops/op.h"
-#include "tessera/error.h"
+#include "cpu/ceilings.h"
+#include "cpu/ops/op.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cpu {
 namespace {

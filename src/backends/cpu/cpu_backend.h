@@ -7,15 +7,15 @@
 #include <mutex>
 #include <string>
 
-#include "runtime/host/host_buffer.h"
-#include "runtime/host/host_memory.h"
-#include "backends/cpu/isa.h"
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/thread_pool.h"
-#include "tessera/device.h"
-#include "tessera/pool.h"
-#include "tessera/stream.h"
+#include "cpu/isa.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/thread_pool.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/host_buffer.h"
+#include "tessera/runtime/host_memory.h"
+#include "tessera/runtime/pool.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera::cpu {
 

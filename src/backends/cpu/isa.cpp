@@ -1,4 +1,4 @@
-#include "backends/cpu/isa.h"
+#include "cpu/isa.h"
 
 #include <cpuid.h>
 #include <sys/syscall.h>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "backends/cpu/thread_pool.h"
+#include "cpu/thread_pool.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,7 +7,7 @@
 #include <string>
 #include <utility>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

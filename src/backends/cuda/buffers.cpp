@@ -1,4 +1,4 @@
-#include "backends/cuda/buffers.h"
+#include "cuda/buffers.h"
 
 #include <cuda_runtime_api.h>
 
@@ -6,11 +6,11 @@
 #include <cstring>
 #include <vector>
 
-#include "backends/cuda/common.h"
-#include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/repack.h"
-#include "backends/cuda/vmm.h"
-#include "tessera/error.h"
+#include "cuda/common.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/repack.h"
+#include "cuda/vmm.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cuda {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "tessera/buffer.h"
+#include "tessera/runtime/buffer.h"
 
 namespace tessera::cuda {
 

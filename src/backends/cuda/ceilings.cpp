@@ -7,10 +7,10 @@
 
 #include <algorithm>
 
-#include "backends/cuda/common.h"
-#include "backends/cuda/cublas_lib.h"
-#include "backends/cuda/cuda_backend.h"
-#include "tessera/ceilings.h"
+#include "cuda/common.h"
+#include "cuda/cublas_lib.h"
+#include "cuda/cuda_backend.h"
+#include "tessera/backends/ceilings.h"
 
 namespace tessera::cuda {
 namespace {

@@ -1,4 +1,4 @@
-#include "backends/cuda/common.h"
+#include "cuda/common.h"
 
 namespace tessera::cuda {
 

@@ -7,7 +7,7 @@
 #include <new>
 #include <string_view>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cuda {
 

@@ -1,10 +1,10 @@
-#include "backends/cuda/cublas_lib.h"
+#include "cuda/cublas_lib.h"
 
 #include <dlfcn.h>
 
 #include <string>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cuda {
 namespace {

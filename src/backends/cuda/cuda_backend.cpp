@@ -1,15 +1,15 @@
-#include "backends/cuda/cuda_backend.h"
+#include "cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
 
-#include "backends/cuda/common.h"
-#include "backends/cuda/cublas_lib.h"
-#include "backends/cuda/ops/launch.h"
-#include "backends/cuda/ops/ops.h"
-#include "backends/cuda/stream.h"
-#include "tessera/error.h"
+#include "cuda/common.h"
+#include "cuda/cublas_lib.h"
+#include "cuda/ops/launch.h"
+#include "cuda/ops/ops.h"
+#include "cuda/stream.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cuda {
 namespace {

@@ -12,11 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/cuda/buffers.h"
-#include "tessera/ceilings.h"
-#include "tessera/device.h"
-#include "tessera/device.h"
-#include "tessera/stream.h"
+#include "cuda/buffers.h"
+#include "tessera/backends/ceilings.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera::cuda {
 

@@ -1,8 +1,8 @@
-#include "backends/cuda/repack.h"
+#include "cuda/repack.h"
 
 #include <cstring>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cuda {
 

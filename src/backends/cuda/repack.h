@@ -1,4 +1,4 @@
-// The CUDA weights layout (kernels.md §3.1): a Q4_0 or Q8_0 tensor's blocks
+// The CUDA weights layout (docs/cuda.md, "Split Q4_0/Q8_0 weights"): a Q4_0 or Q8_0 tensor's blocks
 // are split into two arrays, all quants first (16 or 32 bytes per block, so
 // each block's quants start 16-byte aligned and load as one or two uint4),
 // then all f16 scales (2 bytes per block), block order unchanged. Like the
@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera::cuda {
 

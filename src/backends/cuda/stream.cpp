@@ -1,16 +1,16 @@
-#include "backends/cuda/stream.h"
+#include "cuda/stream.h"
 
 #include <cstdlib>
 #include <cstring>
 #include <string_view>
 
-#include "backends/cuda/buffers.h"
-#include "backends/cuda/common.h"
-#include "backends/cuda/cublas_lib.h"
-#include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/ops/launch.h"
-#include "backends/cuda/ops/ops.h"
-#include "tessera/error.h"
+#include "cuda/buffers.h"
+#include "cuda/common.h"
+#include "cuda/cublas_lib.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/ops/launch.h"
+#include "cuda/ops/ops.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cuda {
 namespace {

@@ -7,9 +7,9 @@
 
 #include <memory>
 
-#include "backends/cuda/vmm.h"
-#include "tessera/pool.h"
-#include "tessera/stream.h"
+#include "cuda/vmm.h"
+#include "tessera/runtime/pool.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera::cuda {
 

@@ -1,8 +1,8 @@
-#include "backends/cuda/vmm.h"
+#include "cuda/vmm.h"
 
 #include <cuda.h>
 
-#include "backends/cuda/common.h"
+#include "cuda/common.h"
 
 namespace tessera::cuda {
 namespace {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "tessera/pool.h"
+#include "tessera/runtime/pool.h"
 
 namespace tessera::cuda {
 

@@ -1,9 +1,9 @@
-#include "runtime/host/host_buffer.h"
+#include "tessera/runtime/host_buffer.h"
 
 #include <cstring>
 
-#include "runtime/host/host_memory.h"
-#include "tessera/device.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/host_memory.h"
 
 namespace tessera::host {
 

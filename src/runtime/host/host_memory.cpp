@@ -1,4 +1,4 @@
-#include "runtime/host/host_memory.h"
+#include "tessera/runtime/host_memory.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera::host {
 namespace {

@@ -7,8 +7,8 @@
 #include <utility>
 #include <vector>
 
-#include "text/jinja/lexer.h"
-#include "text/jinja/value.h"
+#include "jinja/lexer.h"
+#include "jinja/value.h"
 
 namespace tessera::jinja::ast {
 

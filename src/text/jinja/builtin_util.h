@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "text/jinja/interpreter.h"
+#include "jinja/interpreter.h"
 
 namespace tessera::jinja {
 

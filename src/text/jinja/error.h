@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "tessera/chat_template.h"
-#include "text/jinja/lexer.h"
+#include "jinja/lexer.h"
+#include "tessera/text/chat_template.h"
 
 namespace tessera::jinja {
 

@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "text/jinja/builtin_util.h"
-#include "text/jinja/interpreter.h"
-#include "text/jinja/strings.h"
+#include "jinja/builtin_util.h"
+#include "jinja/interpreter.h"
+#include "jinja/strings.h"
 
 namespace tessera::jinja {
 namespace {

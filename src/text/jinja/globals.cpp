@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 
-#include "text/jinja/builtin_util.h"
-#include "text/jinja/interpreter.h"
+#include "jinja/builtin_util.h"
+#include "jinja/interpreter.h"
 
 namespace tessera::jinja {
 namespace {

@@ -1,11 +1,11 @@
-#include "text/jinja/interpreter.h"
+#include "jinja/interpreter.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "text/jinja/error.h"
-#include "text/jinja/strings.h"
+#include "jinja/error.h"
+#include "jinja/strings.h"
 
 namespace tessera::jinja {
 

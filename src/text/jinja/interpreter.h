@@ -10,10 +10,10 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/chat_template.h"
-#include "text/jinja/ast.h"
-#include "text/jinja/parser.h"
-#include "text/jinja/value.h"
+#include "jinja/ast.h"
+#include "jinja/parser.h"
+#include "jinja/value.h"
+#include "tessera/text/chat_template.h"
 
 namespace tessera::jinja {
 

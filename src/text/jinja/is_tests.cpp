@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "text/jinja/interpreter.h"
-#include "text/jinja/strings.h"
+#include "jinja/interpreter.h"
+#include "jinja/strings.h"
 
 namespace tessera::jinja {
 namespace {

@@ -1,4 +1,4 @@
-#include "text/jinja/lexer.h"
+#include "jinja/lexer.h"
 
 #include <algorithm>
 #include <array>
@@ -7,9 +7,9 @@
 
 #include <fmt/format.h>
 
-#include "text/jinja/error.h"
-#include "text/jinja/strings.h"
-#include "text/unicode.h"
+#include "jinja/error.h"
+#include "jinja/strings.h"
+#include "unicode.h"
 
 namespace tessera::jinja {
 

@@ -2,8 +2,8 @@
 // message.get('x'), tool.items().
 #include <fmt/format.h>
 
-#include "text/jinja/interpreter.h"
-#include "text/jinja/strings.h"
+#include "jinja/interpreter.h"
+#include "jinja/strings.h"
 
 namespace tessera::jinja {
 namespace {

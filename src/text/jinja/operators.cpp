@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "text/jinja/interpreter.h"
+#include "jinja/interpreter.h"
 
 namespace tessera::jinja {
 namespace {

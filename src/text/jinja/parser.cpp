@@ -1,9 +1,9 @@
-#include "text/jinja/parser.h"
+#include "jinja/parser.h"
 
 #include <fmt/format.h>
 
-#include "text/jinja/error.h"
-#include "text/jinja/parser_impl.h"
+#include "jinja/error.h"
+#include "jinja/parser_impl.h"
 
 namespace tessera::jinja {
 

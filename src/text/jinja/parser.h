@@ -7,7 +7,7 @@
 #include <string>
 #include <string_view>
 
-#include "text/jinja/ast.h"
+#include "jinja/ast.h"
 
 namespace tessera::jinja {
 

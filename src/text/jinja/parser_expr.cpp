@@ -3,8 +3,8 @@
 // unary (- +) > primary, postfix (. [] ()), then filters (|) and tests (is).
 #include <fmt/format.h>
 
-#include "text/jinja/error.h"
-#include "text/jinja/parser_impl.h"
+#include "jinja/error.h"
+#include "jinja/parser_impl.h"
 
 namespace tessera::jinja {
 

@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
-#include "text/jinja/ast.h"
-#include "text/jinja/lexer.h"
+#include "jinja/ast.h"
+#include "jinja/lexer.h"
 
 namespace tessera::jinja {
 

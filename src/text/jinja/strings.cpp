@@ -1,6 +1,6 @@
-#include "text/jinja/strings.h"
+#include "jinja/strings.h"
 
-#include "text/unicode.h"
+#include "unicode.h"
 
 namespace tessera::jinja {
 

@@ -1,4 +1,4 @@
-#include "text/jinja/value.h"
+#include "jinja/value.h"
 
 #include <algorithm>
 #include <charconv>
@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "text/jinja/strings.h"
+#include "jinja/strings.h"
 
 namespace tessera::jinja {
 namespace {

@@ -4,8 +4,8 @@
 #include <string_view>
 
 #include "backends/cpu/cpu_backend.h"
-#include "tessera/error.h"
-#include "tessera/runtime.h"
+#include "tessera/core/error.h"
+#include "tessera/runtime/runtime.h"
 
 namespace {
 

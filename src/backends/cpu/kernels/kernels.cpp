@@ -1,6 +1,6 @@
-#include "backends/cpu/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
-#include "backends/cpu/kernels/amx/amx.h"
+#include "cpu/kernels/amx/amx.h"
 
 namespace tessera::cpu {
 

@@ -12,16 +12,16 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/cpu/isa.h"
-#include "core/quants.h"
+#include "cpu/isa.h"
+#include "tessera/core/quants.h"
 
 namespace tessera::cpu {
 
 // One 32-element block of quantized activations: x ~ d * qs, with the integer
 // sum of qs kept so kernels can fold a weight offset (Q4_0's -8) or minimum
-// (Q4_1's m) into one multiply per block (kernels.md §2.2). qs and d are those
-// of quantize_row_q8_0_ref, except that d stays f32 (fp32_to_fp16(d) is the
-// reference's d).
+// (Q4_1's m) into one multiply per block (docs/cpu-kernels.md, "Activation blocks and offset
+// folding"). qs and d are those of quantize_row_q8_0_ref, except that d stays f32 (fp32_to_fp16(d)
+// is the reference's d).
 struct BlockQ8 {
   float d;
   int32_t sum;

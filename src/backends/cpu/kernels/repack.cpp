@@ -1,16 +1,16 @@
-#include "backends/cpu/kernels/repack.h"
+#include "cpu/kernels/repack.h"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/ops/op.h"
-#include "core/quants.h"
-#include "runtime/host/host_memory.h"
-#include "tessera/device.h"
-#include "tessera/error.h"
-#include "tessera/half.h"
+#include "cpu/ops/op.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
+#include "tessera/core/quants.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/host_memory.h"
 
 namespace tessera::cpu {
 namespace {

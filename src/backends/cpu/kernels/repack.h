@@ -1,7 +1,7 @@
 // The CPU weights buffer: Q4_0, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
 // IQ4_XS and F16 tensors are stored in
-// row-interleaved panels (kernels.md §2.1) so one vector load feeds 16 output
-// rows; every other type is stored as it is.
+// row-interleaved panels (docs/cpu-kernels.md, "Repacked panels") so one vector load feeds 16
+// output rows; every other type is stored as it is.
 //
 // Panel layout, per 2-D matrix (dims 2 and 3 are separate matrices): rows are
 // padded to a multiple of 16; panel p holds rows 16p .. 16p + 15 as
@@ -40,7 +40,7 @@
 #include <memory>
 #include <string>
 
-#include "tessera/buffer.h"
+#include "tessera/runtime/buffer.h"
 
 namespace tessera::cpu {
 

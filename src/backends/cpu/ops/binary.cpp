@@ -1,7 +1,7 @@
 // ADD, SUB, MUL, DIV with b broadcast over a (each of a's dims a multiple of
 // b's). F32, F16 and BF16 in any mix and any strides; computed in f32 rows.
 // Rows of a are split over the threads.
-#include "backends/cpu/ops/rows.h"
+#include "cpu/ops/rows.h"
 
 namespace tessera::cpu {
 namespace {

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backends/cpu/ops/rows.h"
+#include "cpu/ops/rows.h"
 
 namespace tessera::cpu {
 namespace {

@@ -9,10 +9,10 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/ops/attention.h"
-#include "backends/cpu/ops/rows.h"
-#include "tessera/op_params.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/ops/attention.h"
+#include "cpu/ops/rows.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::cpu {
 namespace {

@@ -2,8 +2,8 @@
 // (cos then sin of t * max_period^(-j / half), as ggml computes them in f32).
 #include <cmath>
 
-#include "backends/cpu/ops/rows.h"
-#include "tessera/op_params.h"
+#include "cpu/ops/rows.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::cpu {
 namespace {

@@ -5,9 +5,9 @@
 // Error.
 #include <cstring>
 
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/ops/rows.h"
-#include "tessera/error.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/ops/rows.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cpu {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "backends/cpu/ops/rows.h"
-#include "tessera/op_params.h"
+#include "cpu/ops/rows.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::cpu {
 namespace {

@@ -4,8 +4,8 @@
 // Split over destination rows; any strides.
 #include <cstring>
 
-#include "backends/cpu/ops/rows.h"
-#include "tessera/op_params.h"
+#include "cpu/ops/rows.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::cpu {
 namespace {

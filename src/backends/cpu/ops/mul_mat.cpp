@@ -19,9 +19,9 @@
 #include <atomic>
 #include <cstring>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/ops/op.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/ops/op.h"
 
 namespace tessera::cpu {
 namespace {

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/ops/rows.h"
-#include "tessera/op_params.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/ops/rows.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::cpu {
 namespace {

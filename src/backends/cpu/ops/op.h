@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/cpu/thread_pool.h"
-#include "tessera/tensor.h"
+#include "cpu/thread_pool.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera::cpu {
 

@@ -1,10 +1,10 @@
-#include "backends/cpu/ops/op.h"
+#include "cpu/ops/op.h"
 
 #include <cstring>
 
-#include "tessera/dtype.h"
-#include "tessera/half.h"
-#include "tessera/error.h"
+#include "tessera/core/dtype.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
 
 namespace tessera::cpu {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <numeric>
 
-#include "backends/cpu/ops/rows.h"
-#include "tessera/op_params.h"
+#include "cpu/ops/rows.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::cpu {
 namespace {

@@ -1,9 +1,9 @@
-#include "backends/cpu/ops/rows.h"
+#include "cpu/ops/rows.h"
 
 #include <cstring>
 
-#include "tessera/error.h"
-#include "tessera/half.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
 
 namespace tessera::cpu {
 namespace {

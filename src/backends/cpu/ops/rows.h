@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backends/cpu/ops/op.h"
+#include "cpu/ops/op.h"
 
 namespace tessera::cpu {
 

@@ -13,11 +13,11 @@
 #include <cstddef>
 #include <cstring>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/ops/rows.h"
-#include "core/quants.h"
-#include "tessera/error.h"
-#include "tessera/half.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/ops/rows.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
+#include "tessera/core/quants.h"
 
 namespace tessera::cpu {
 namespace {

@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
-#include "backends/cuda/ops/launch.h"
-#include "backends/cuda/ops/quant_blocks.cuh"
+#include "cuda/ops/launch.h"
+#include "cuda/ops/quant_blocks.cuh"
 
 namespace tessera::cuda::k {
 

@@ -1,6 +1,6 @@
 // Elementwise kernels over 4-D arrays of any strides: one thread per output
 // element in a grid-stride loop.
-#include "backends/cuda/ops/device.cuh"
+#include "cuda/ops/device.cuh"
 
 namespace tessera::cuda::k {
 namespace {

@@ -1,4 +1,4 @@
-// FLASH_ATTN_EXT with online softmax (kernels.md §3.4).
+// FLASH_ATTN_EXT with online softmax (docs/cuda.md, "Tiled flash attention").
 //
 // Head dims up to 128 (tile_kernel): a block takes 16 rows that share one KV
 // head (the query heads of a GQA group, then the next query positions) and
@@ -19,7 +19,7 @@
 // row and combine_kernel joins them.
 #include <algorithm>
 
-#include "backends/cuda/ops/device.cuh"
+#include "cuda/ops/device.cuh"
 
 namespace tessera::cuda::k {
 namespace {

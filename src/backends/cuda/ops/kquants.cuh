@@ -14,7 +14,7 @@
 
 #include <cstdint>
 
-#include "backends/cuda/ops/quant_blocks.cuh"
+#include "cuda/ops/quant_blocks.cuh"
 
 #if defined(__CUDACC__)
 #define TESSERA_HD __host__ __device__ __forceinline__

@@ -1,4 +1,4 @@
-// Matrix-vector products on split Q4_0 / Q8_0 weights (kernels.md §3.2), for
+// Matrix-vector products on split Q4_0 / Q8_0 weights (docs/cuda.md, "Decode matrix-vector kernels"), for
 // decode. The activations are quantized once per node to blocks of 32 int8
 // with a scale and the block's sum (llama.cpp's q8_1), so a weight block
 // meets 32 bytes of activations instead of 128 and the products run on dp4a.
@@ -6,8 +6,8 @@
 // quant loads through the read-only path, an f16 scale), for up to
 // kMaxMmvColumns activation columns at once so the weights are read once.
 // Larger batches go to cuBLAS (ops.cpp).
-#include "backends/cuda/ops/device.cuh"
-#include "backends/cuda/ops/kquants.cuh"
+#include "cuda/ops/device.cuh"
+#include "cuda/ops/kquants.cuh"
 
 namespace tessera::cuda::k {
 namespace {

@@ -1,6 +1,6 @@
 // Per-row reductions: RMS_NORM, NORM and SOFT_MAX, one block per row, any
 // float types and strides.
-#include "backends/cuda/ops/device.cuh"
+#include "cuda/ops/device.cuh"
 
 namespace tessera::cuda::k {
 namespace {

@@ -1,16 +1,16 @@
-#include "backends/cuda/ops/ops.h"
+#include "cuda/ops/ops.h"
 
 #include <cmath>
 #include <cstdint>
 #include <numbers>
 
-#include "backends/cuda/buffers.h"
-#include "backends/cuda/common.h"
-#include "backends/cuda/cublas_lib.h"
-#include "backends/cuda/ops/launch.h"
-#include "backends/cuda/repack.h"
-#include "tessera/error.h"
-#include "tessera/op_params.h"
+#include "cuda/buffers.h"
+#include "cuda/common.h"
+#include "cuda/cublas_lib.h"
+#include "cuda/ops/launch.h"
+#include "cuda/repack.h"
+#include "tessera/core/error.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::cuda {
 namespace {

@@ -5,8 +5,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include "tessera/pool.h"
-#include "tessera/tensor.h"
+#include "tessera/core/tensor.h"
+#include "tessera/runtime/pool.h"
 
 namespace tessera::cuda {
 

@@ -1,7 +1,7 @@
 // ROPE, normal and NeoX, with frequency factors and YaRN: one block per row,
 // a thread per rotated pair. The angle is built as the CPU builds it
 // (theta = pos * base^(-2k/n) by k repeated products), so both round alike.
-#include "backends/cuda/ops/device.cuh"
+#include "cuda/ops/device.cuh"
 
 namespace tessera::cuda::k {
 namespace {

@@ -1,7 +1,7 @@
 // Row movement: GET_ROWS (plain and split-quantized sources), SET_ROWS, and
 // split weights dequantized to f16 for cuBLAS.
-#include "backends/cuda/ops/device.cuh"
-#include "backends/cuda/ops/kquants.cuh"
+#include "cuda/ops/device.cuh"
+#include "cuda/ops/kquants.cuh"
 
 namespace tessera::cuda::k {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "backends/cpu/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace tessera::cpu::amx {
 

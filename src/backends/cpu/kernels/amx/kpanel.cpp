@@ -17,17 +17,17 @@
 // Both reproduce the avx512 kernel's integers (x86/kpanels.h) exactly; mins
 // / offsets left over are int16 pair dots (vpdpwssd), then one or two FMAs
 // per block and column.
-#include "backends/cpu/kernels/avx512/intrin.h"
+#include "cpu/kernels/avx512/intrin.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
 
-#include "backends/cpu/kernels/amx/amx.h"
-#include "backends/cpu/kernels/avx512/avx512.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/kernels/x86/iq4.h"
+#include "cpu/kernels/amx/amx.h"
+#include "cpu/kernels/avx512/avx512.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/kernels/x86/iq4.h"
 
 namespace tessera::cpu::amx {
 namespace {

@@ -8,16 +8,16 @@
 // Q4_0 nibbles are unpacked to int8 (q - 8), IQ4_NL's to their table values,
 // once per panel and call, and
 // reused by every column tile. GEMV shapes (a few columns) stay on avx512.
-#include "backends/cpu/kernels/avx512/intrin.h"
+#include "cpu/kernels/avx512/intrin.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "backends/cpu/kernels/amx/amx.h"
-#include "backends/cpu/kernels/avx512/avx512.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/kernels/x86/iq4.h"
+#include "cpu/kernels/amx/amx.h"
+#include "cpu/kernels/avx512/avx512.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/kernels/x86/iq4.h"
 
 namespace tessera::cpu::amx {
 namespace {

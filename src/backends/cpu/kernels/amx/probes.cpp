@@ -1,11 +1,11 @@
 // amx tier's ceiling probe (kernels/probes.h): the avx512 tier's probes plus
 // this one for the int8 peak the amx GEMMs run on.
-#include "backends/cpu/kernels/avx512/intrin.h"
+#include "cpu/kernels/avx512/intrin.h"
 
 #include <cstdint>
 #include <cstring>
 
-#include "backends/cpu/kernels/probes.h"
+#include "cpu/kernels/probes.h"
 
 namespace tessera::cpu::probes::amx {
 

@@ -2,7 +2,7 @@
 // with the AVX2 / FMA / F16C flags); table.cpp gathers them.
 #pragma once
 
-#include "backends/cpu/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace tessera::cpu::avx2 {
 

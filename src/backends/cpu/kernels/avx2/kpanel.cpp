@@ -9,8 +9,8 @@
 
 #include <cstring>
 
-#include "backends/cpu/kernels/avx2/avx2.h"
-#include "backends/cpu/kernels/x86/kpanels.h"
+#include "cpu/kernels/avx2/avx2.h"
+#include "cpu/kernels/x86/kpanels.h"
 
 namespace tessera::cpu {
 namespace {

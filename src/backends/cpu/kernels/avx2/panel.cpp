@@ -13,10 +13,10 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backends/cpu/kernels/avx2/avx2.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/kernels/x86/iq4.h"
-#include "backends/cpu/kernels/x86/panels.h"
+#include "cpu/kernels/avx2/avx2.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/kernels/x86/iq4.h"
+#include "cpu/kernels/x86/panels.h"
 
 namespace tessera::cpu::avx2 {
 namespace {

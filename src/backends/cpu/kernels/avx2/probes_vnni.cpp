@@ -2,7 +2,7 @@
 // has_avx_vnni().
 #include <immintrin.h>
 
-#include "backends/cpu/kernels/probes.h"
+#include "cpu/kernels/probes.h"
 
 namespace tessera::cpu::probes::avx2 {
 

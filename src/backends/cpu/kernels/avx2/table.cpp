@@ -3,9 +3,9 @@
 // pair can saturate (2 * 127 * 128 < 32768).
 #include <immintrin.h>
 
-#include "backends/cpu/kernels/avx2/avx2.h"
-#include "backends/cpu/kernels/avx2/vec.h"
-#include "backends/cpu/kernels/x86/table.h"
+#include "cpu/kernels/avx2/avx2.h"
+#include "cpu/kernels/avx2/vec.h"
+#include "cpu/kernels/x86/table.h"
 
 namespace tessera::cpu {
 namespace {

@@ -2,7 +2,7 @@
 // (built with the AVX-512 F/BW/VL/VNNI/BF16 flags); table.cpp gathers them.
 #pragma once
 
-#include "backends/cpu/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace tessera::cpu::avx512 {
 

@@ -3,12 +3,12 @@
 // dots sum exactly in 32-bit lanes and take their scale with one vpmulld (Q2_K,
 // Q3_K: two sub-blocks per vpdpwssd, end_pair); mins and offsets are int16 pair
 // products (vpdpwssd).
-#include "backends/cpu/kernels/avx512/intrin.h"
+#include "cpu/kernels/avx512/intrin.h"
 
 #include <cstring>
 
-#include "backends/cpu/kernels/avx512/avx512.h"
-#include "backends/cpu/kernels/x86/kpanels.h"
+#include "cpu/kernels/avx512/avx512.h"
+#include "cpu/kernels/x86/kpanels.h"
 
 namespace tessera::cpu {
 namespace {

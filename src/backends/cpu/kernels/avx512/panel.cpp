@@ -1,20 +1,19 @@
 // avx512 tier: Q4_0 / IQ4_NL / Q8_0 weights in 16-row panels (repack.h) times Q8
-// activations, in outer-product form (kernels.md §2.3). One zmm holds 16 rows
-// x 4 consecutive k as u8; four activation bytes broadcast to every lane feed
-// one vpdpbusd, which yields 16 partial outputs with no horizontal sums.
-// Weights are unsigned (Q4_0 nibbles; Q8_0 bytes xor 0x80; IQ4_NL table
-// values + 128), so
+// activations, in outer-product form (docs/cpu-kernels.md, "Outer-product panel kernels"). One zmm
+// holds 16 rows x 4 consecutive k as u8; four activation bytes broadcast to every lane feed one
+// vpdpbusd, which yields 16 partial outputs with no horizontal sums. Weights are unsigned (Q4_0
+// nibbles; Q8_0 bytes xor 0x80; IQ4_NL table values + 128), so
 //   sum (q - o) a = dpbusd(q, a) - o sum(a),  o = 8 or 128,
 // with -o sum(a) as the initial accumulator: exact integers per block, then
 // one convert and one FMA by d_w d_a.
-#include "backends/cpu/kernels/avx512/intrin.h"
+#include "cpu/kernels/avx512/intrin.h"
 
 #include <cstring>
 
-#include "backends/cpu/kernels/avx512/avx512.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/kernels/x86/iq4.h"
-#include "backends/cpu/kernels/x86/panels.h"
+#include "cpu/kernels/avx512/avx512.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/kernels/x86/iq4.h"
+#include "cpu/kernels/x86/panels.h"
 
 namespace tessera::cpu::avx512 {
 namespace {

@@ -1,7 +1,7 @@
 // avx512 tier's ceiling probes (kernels/probes.h).
 #include <immintrin.h>
 
-#include "backends/cpu/kernels/probes.h"
+#include "cpu/kernels/probes.h"
 
 namespace tessera::cpu::probes::avx512 {
 

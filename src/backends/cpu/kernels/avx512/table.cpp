@@ -1,11 +1,11 @@
 // avx512 tier: AVX-512 F/BW/VL with VNNI. Zmm quantizers and float tiles
 // (4 rows x 6 columns), ymm vpdpbusd for GGUF-layout quants, zmm vpdpbusd
 // panels for repacked Q4_0 / Q8_0.
-#include "backends/cpu/kernels/avx512/intrin.h"
+#include "cpu/kernels/avx512/intrin.h"
 
-#include "backends/cpu/kernels/avx512/avx512.h"
-#include "backends/cpu/kernels/avx512/vec.h"
-#include "backends/cpu/kernels/x86/table.h"
+#include "cpu/kernels/avx512/avx512.h"
+#include "cpu/kernels/avx512/vec.h"
+#include "cpu/kernels/x86/table.h"
 
 namespace tessera::cpu {
 namespace {

@@ -3,7 +3,7 @@
 // internal linkage keeps these copies apart from the avx2 tier's.
 #pragma once
 
-#include "backends/cpu/kernels/avx512/intrin.h"
+#include "cpu/kernels/avx512/intrin.h"
 
 #include <cstdint>
 

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace tessera::cpu {
 namespace {

@@ -13,7 +13,7 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/cpu/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace tessera::cpu {
 namespace {

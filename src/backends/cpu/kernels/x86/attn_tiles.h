@@ -23,8 +23,8 @@
 #include <cstring>
 #include <limits>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/x86/attn.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/x86/attn.h"
 
 namespace tessera::cpu {
 namespace {

@@ -10,9 +10,9 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/kernels/x86/fn_table.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/kernels/x86/fn_table.h"
 
 namespace tessera::cpu {
 namespace {

@@ -7,7 +7,7 @@
 #include <array>
 #include <cstdint>
 
-#include "core/quants.h"
+#include "tessera/core/quants.h"
 
 namespace tessera::cpu {
 

@@ -38,10 +38,10 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/kernels/x86/fn_table.h"
-#include "backends/cpu/kernels/x86/iq4.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/kernels/x86/fn_table.h"
+#include "cpu/kernels/x86/iq4.h"
 
 namespace tessera::cpu {
 namespace {

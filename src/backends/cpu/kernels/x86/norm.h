@@ -8,7 +8,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backends/cpu/kernels/x86/attn.h"
+#include "cpu/kernels/x86/attn.h"
 
 namespace tessera::cpu {
 namespace {

@@ -9,9 +9,9 @@
 
 #include <utility>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/repack.h"
-#include "backends/cpu/kernels/x86/fn_table.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/repack.h"
+#include "cpu/kernels/x86/fn_table.h"
 
 namespace tessera::cpu {
 namespace {
@@ -26,8 +26,8 @@ namespace {
 // ahead, and 0.88-0.90 / 0.91-0.98 with this policy.
 // always_inline is what keeps it in the GEMV group kernels: as a plain inline
 // function GCC 12 did not inline it early, took a function whose only effect
-// is __builtin_prefetch for `const`, and deleted the calls (design-notes.md;
-// tests/backends/prefetch_check.sh guards it).
+// is __builtin_prefetch for `const`, and deleted the calls (docs/cpu-kernels.md, "GEMV and
+// prefetch"; tests/backends/prefetch_check.sh guards it).
 inline constexpr size_t kPrefetchAhead = 2048;
 
 // What a kernel reading block b of a panel (its quants at `quants`)

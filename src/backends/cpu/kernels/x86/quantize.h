@@ -4,11 +4,11 @@
 // Include after the tier's vec.h; internal linkage per tier.
 #pragma once
 
-#include "tessera/half.h"
+#include "tessera/core/half.h"
 
 #include <cstring>
 
-#include "backends/cpu/kernels/kernels.h"
+#include "cpu/kernels/kernels.h"
 
 namespace tessera::cpu {
 namespace {

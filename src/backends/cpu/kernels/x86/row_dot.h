@@ -19,8 +19,8 @@
 #include <cstring>
 #include <utility>
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/x86/fn_table.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/x86/fn_table.h"
 
 namespace tessera::cpu {
 namespace {

@@ -6,13 +6,13 @@
 // Include after the tier's vec.h; internal linkage per tier.
 #pragma once
 
-#include "backends/cpu/kernels/kernels.h"
-#include "backends/cpu/kernels/x86/attn.h"
-#include "backends/cpu/kernels/x86/attn_tiles.h"
-#include "backends/cpu/kernels/x86/float_mat.h"
-#include "backends/cpu/kernels/x86/norm.h"
-#include "backends/cpu/kernels/x86/quantize.h"
-#include "backends/cpu/kernels/x86/row_dot.h"
+#include "cpu/kernels/kernels.h"
+#include "cpu/kernels/x86/attn.h"
+#include "cpu/kernels/x86/attn_tiles.h"
+#include "cpu/kernels/x86/float_mat.h"
+#include "cpu/kernels/x86/norm.h"
+#include "cpu/kernels/x86/quantize.h"
+#include "cpu/kernels/x86/row_dot.h"
 
 namespace tessera::cpu {
 namespace {

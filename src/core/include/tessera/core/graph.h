@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "tessera/tensor.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera {
 

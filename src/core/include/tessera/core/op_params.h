@@ -12,7 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tessera/tensor.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera {
 

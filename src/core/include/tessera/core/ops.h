@@ -7,8 +7,8 @@
 #include <array>
 #include <cstdint>
 
-#include "tessera/graph.h"
-#include "tessera/op_params.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/op_params.h"
 
 namespace tessera::ops {
 
@@ -32,7 +32,7 @@ Tensor* transpose(Graph& g, Tensor* a);  // swaps dims 0 and 1
 Tensor* get_rows(Graph& g, Tensor* a, Tensor* ids);
 // Copies a into b's bytes (converting type); the result is a view of b.
 Tensor* cpy(Graph& g, Tensor* a, Tensor* b);
-// SET_ROWS (ggml_set_rows; beyond SPEC.md §2's seed set, see docs/design-notes.md):
+// SET_ROWS (ggml_set_rows; docs/ops.md, "Ops added for the engine"):
 // row (ids[i, i2 % ne2', i3 % ne3'], i2, i3) of dst = row (i, i2, i3) of values,
 // converted or quantized to dst's type; dst's other rows keep their bytes.
 // dst [ne0, R, ne2, ne3] f32, f16, bf16 or a type with a quantizer (blocks
@@ -59,7 +59,7 @@ inline Tensor* silu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kSilu); }
 inline Tensor* gelu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kGelu); }
 inline Tensor* relu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kRelu); }
 Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up);  // silu(gate) * up
-// GEGLU (beyond SPEC.md's seed set, see docs/design-notes.md): gelu(gate) * up,
+// GEGLU (docs/ops.md, "Ops added for the engine"): gelu(gate) * up,
 // GELU as UnaryOp::kGelu computes it (tanh approximation); shapes as swiglu's.
 Tensor* geglu(Graph& g, Tensor* gate, Tensor* up);
 
@@ -103,7 +103,7 @@ Tensor* diag_mask_inf(Graph& g, Tensor* a, int n_past);
 Tensor* flash_attn_ext(Graph& g, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
                        float max_bias = 0.0f, float softcap = 0.0f);
 
-// ---- the rest of SPEC.md §2 ------------------------------------------------------
+// ---- the rest of the op set --------------------------------------------------------
 // a and b of one plain type, equal except in `dim`: joined along it. Params: ConcatParams.
 Tensor* concat(Graph& g, Tensor* a, Tensor* b, int dim);
 Tensor* repeat(Graph& g, Tensor* a, Tensor* shape_of);  // tile a to shape_of's shape

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera {
 
@@ -19,7 +19,7 @@ inline constexpr int kMaxDims = 4;
 inline constexpr int kMaxSources = 10;
 inline constexpr int kMaxOpParams = 16;  // int32 slots
 
-// The op set of SPEC.md §2 (SET_ROWS: docs/design-notes.md). kNone marks a leaf
+// The op set (docs/ops.md, "The op set"; SET_ROWS: "Ops added for the engine"). kNone marks a leaf
 // (weights, inputs, constants).
 enum class Op : uint8_t {
   kNone,

@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "tessera/pipeline.h"
+#include "tessera/engine/pipeline.h"
 
 namespace tessera {
 

@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/batch.h"
-#include "tessera/kv_cache.h"
-#include "tessera/model.h"
-#include "tessera/pipeline.h"
-#include "tessera/scheduler.h"
+#include "tessera/engine/batch.h"
+#include "tessera/engine/kv_cache.h"
+#include "tessera/engine/pipeline.h"
+#include "tessera/models/model.h"
+#include "tessera/runtime/scheduler.h"
 
 namespace tessera {
 
@@ -31,6 +31,11 @@ struct ContextOptions {
   // Outputs are the final hidden states (after the output norm, n_embd per
   // row) instead of logits: for embeddings.
   bool embeddings = false;
+  // The pipeline a model split across processes runs on (it outlives the
+  // context): required when the model is a stage, and its range must be the
+  // model's. On rank 0 the context is the pipeline's front; Pipeline::serve
+  // makes the workers' contexts. Null: the whole model is here.
+  Pipeline* pipeline = nullptr;
 };
 
 class Context {
@@ -153,6 +158,7 @@ class Context {
   std::vector<int32_t> i32_;
   PassInputs pass_;               // the current pass's inputs
   std::vector<float> hidden_;     // a stage's hidden state in or out
+  Pipeline* pipeline_ = nullptr;   // options.pipeline
   uint32_t pipeline_context_ = 0;  // on rank 0 of a pipeline: this context's id there
 };
 

@@ -11,10 +11,10 @@
 #include <span>
 #include <vector>
 
-#include "tessera/batch.h"
-#include "tessera/buffer.h"
-#include "tessera/device.h"
-#include "tessera/graph.h"
+#include "tessera/core/graph.h"
+#include "tessera/engine/batch.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/device.h"
 
 namespace tessera {
 

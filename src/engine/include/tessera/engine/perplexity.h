@@ -10,9 +10,11 @@
 #include <span>
 #include <vector>
 
-#include "tessera/model.h"
+#include "tessera/models/model.h"
 
 namespace tessera {
+
+class Pipeline;
 
 struct PerplexityResult {
   std::vector<double> running;  // perplexity after each chunk
@@ -27,6 +29,7 @@ struct PerplexityOptions {
   int64_t n_batch = 512;
   DType type_k = DType::kF16, type_v = DType::kF16;  // the KV cache's types
   std::optional<int32_t> bos;  // replaces each chunk's first token when set
+  Pipeline* pipeline = nullptr;  // a model split across processes: its pipeline (engine.h)
   // Called after each chunk with (chunk index, running perplexity).
   std::function<void(int64_t, double)> on_chunk;
 };

@@ -24,22 +24,13 @@
 #include <string>
 #include <vector>
 
-#include "tessera/dtype.h"
-#include "tessera/gguf.h"
+#include "tessera/core/dtype.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/models/model.h"
 
 namespace tessera {
 
-class Model;
 struct ContextOptions;
-
-// Layers [begin, end) of a model.
-struct LayerRange {
-  int64_t begin = 0;
-  int64_t end = 0;
-  int64_t size() const { return end - begin; }
-  bool contains(int64_t il) const { return il >= begin && il < end; }
-  bool operator==(const LayerRange&) const = default;
-};
 
 // Contiguous layer ranges for `n_stages` stages, each at least one layer.
 // Without `proportions`, balanced by bytes: each layer's blk.N.* tensors,

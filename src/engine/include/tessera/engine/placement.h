@@ -12,9 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "tessera/dtype.h"
-#include "tessera/model.h"
-#include "tessera/runtime.h"
+#include "tessera/core/dtype.h"
+#include "tessera/engine/pipeline.h"
+#include "tessera/models/model.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera {
 

@@ -33,7 +33,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera::gguf {
 

@@ -26,9 +26,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/error.h"
-#include "tessera/sampler.h"
-#include "tessera/tokenizer.h"
+#include "tessera/core/error.h"
+#include "tessera/engine/sampler.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::grammar {
 

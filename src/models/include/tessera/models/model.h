@@ -9,19 +9,29 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <string>
 #include <vector>
 
-#include "tessera/buffer.h"
-#include "tessera/gguf.h"
-#include "tessera/graph.h"
-#include "tessera/ops.h"
-#include "tessera/pipeline.h"
-#include "tessera/runtime.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
+#include "tessera/gguf/gguf.h"
+#include "tessera/runtime/buffer.h"
+#include "tessera/runtime/runtime.h"
 
 namespace tessera {
+
+// Layers [begin, end) of a model: the ones a process holds when the model is
+// split across processes by layers (the engine's pipeline.h).
+struct LayerRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+  bool contains(int64_t il) const { return il >= begin && il < end; }
+  bool operator==(const LayerRange&) const = default;
+};
 
 struct Hparams {
   std::string architecture;  // general.architecture, e.g. "llama"
@@ -200,10 +210,10 @@ struct ModelOptions {
   // matrix of the same type, rows one after the other: one matmul instead
   // of three and two, the same results row for row.
   bool fuse_projections = true;
-  // A stage of a model split across processes: only the layers of
-  // pipeline->range() are loaded (and the token embedding on the first
-  // stage, the output norm and head on the last). Null: the whole model.
-  std::shared_ptr<Pipeline> pipeline;
+  // A stage of a model split across processes: only these layers are loaded
+  // (and the token embedding on the first stage, the output norm and head on
+  // the last). Empty: the whole model.
+  std::optional<LayerRange> stage;
 };
 
 class Model {
@@ -230,10 +240,17 @@ class Model {
   const LayerRange& layer_range() const { return range_; }
   bool holds_input() const { return range_.begin == 0; }                // token embedding
   bool holds_output() const { return range_.end == hparams_.n_layer; }  // output norm and head
-  // The pipeline this model is a stage of; null when it is whole here.
-  const std::shared_ptr<Pipeline>& pipeline() const { return pipeline_; }
+  // A stage of a model split across processes: some layers are elsewhere.
+  bool is_stage() const { return range_.size() != hparams_.n_layer; }
   // The architecture's forward graph (see Architecture::build_graph).
   Tensor* build_graph(Graph& g, const GraphInputs& in) const { return arch_->build_graph(g, *this, in); }
+  // Re-rotates every row of the cached keys by `shift` (i32 [rows]: the
+  // change of each row's position), for sequences whose positions moved.
+  // all_rows (i32 [rows], 0..rows-1) gathers quantized keys into f32 first;
+  // n_ctx is the context's cells (LongRoPE's choice of factors). Expands the
+  // writes back into the cache onto `g`.
+  void build_k_shift(Graph& g, std::span<Tensor* const> cache_k, Tensor* shift, Tensor* all_rows,
+                     int64_t n_ctx) const;
   Device& embeddings_device() const { return *cpu_; }
   Device& output_device() const { return *output_device_; }
   // Devices holding weights, then accelerators that read host memory, in
@@ -264,7 +281,6 @@ class Model {
   std::vector<std::unique_ptr<Buffer>> buffers_;
   uint64_t weight_bytes_ = 0;
   LayerRange range_;
-  std::shared_ptr<Pipeline> pipeline_;
   // The GGUF tensors whose bytes each fused weight holds, rows in order.
   std::vector<std::pair<const Tensor*, std::vector<const gguf::TensorInfo*>>> fused_;
 };

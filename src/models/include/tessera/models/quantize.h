@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "tessera/dtype.h"
+#include "tessera/core/dtype.h"
 
 namespace tessera {
 

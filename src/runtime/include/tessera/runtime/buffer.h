@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/tensor.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera {
 

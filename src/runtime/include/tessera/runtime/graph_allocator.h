@@ -10,8 +10,8 @@
 #include <span>
 #include <vector>
 
-#include "tessera/buffer.h"
-#include "tessera/tensor.h"
+#include "tessera/core/tensor.h"
+#include "tessera/runtime/buffer.h"
 
 namespace tessera {
 

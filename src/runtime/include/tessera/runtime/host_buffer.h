@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "tessera/buffer.h"
+#include "tessera/runtime/buffer.h"
 
 namespace tessera::host {
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <string>
 
-#include "tessera/pool.h"
+#include "tessera/runtime/pool.h"
 
 namespace tessera::host {
 

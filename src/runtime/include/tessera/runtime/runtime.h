@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tessera/device.h"
+#include "tessera/runtime/device.h"
 
 namespace tessera {
 
@@ -75,9 +75,5 @@ class Runtime {
   std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<ModuleReport> modules_;
 };
-
-// A Runtime holding every backend compiled into this build, plus modules
-// found by load_default_modules() when `load_modules` is true.
-std::unique_ptr<Runtime> make_runtime(bool load_modules = true);
 
 }  // namespace tessera

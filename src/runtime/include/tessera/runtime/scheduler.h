@@ -1,6 +1,6 @@
 // Scheduler: splits one graph across devices by what each supports and where
 // the weights live, copies tensors between devices, plans the intermediate
-// memory, and runs the pieces in order (SPEC.md §1).
+// memory, and runs the pieces in order (docs/runtime.md, "Scheduler").
 //
 // Use: allocate(graph), then write the inputs (tensors flagged kFlagInput,
 // placed in host memory), then compute(), then read the outputs. Or, for a
@@ -15,10 +15,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tessera/device.h"
-#include "tessera/graph.h"
-#include "tessera/graph_allocator.h"
-#include "tessera/stream.h"
+#include "tessera/core/graph.h"
+#include "tessera/runtime/device.h"
+#include "tessera/runtime/graph_allocator.h"
+#include "tessera/runtime/stream.h"
 
 namespace tessera {
 

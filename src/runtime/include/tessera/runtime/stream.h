@@ -6,7 +6,7 @@
 #include <memory>
 #include <span>
 
-#include "tessera/tensor.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera {
 

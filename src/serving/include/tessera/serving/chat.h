@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/tokenizer.h"
-#include "tessera/tool_calls.h"
+#include "tessera/serving/tool_calls.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera {
 class ChatTemplate;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tessera/engine.h"
+#include "tessera/engine/engine.h"
 
 namespace tessera::serving {
 

@@ -10,10 +10,11 @@
 #include <memory>
 #include <string>
 
-#include "tessera/model.h"
-#include "tessera/placement.h"
-#include "tessera/runtime.h"
-#include "tessera/tokenizer.h"
+#include "tessera/engine/pipeline.h"
+#include "tessera/engine/placement.h"
+#include "tessera/models/model.h"
+#include "tessera/runtime/runtime.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::serving {
 
@@ -32,6 +33,8 @@ struct LoadedModel {
   Tokenizer tokenizer;
   std::string placement;  // one line on where the layers went when a GPU is there, else ""
   double load_ms = 0.0;
+  // The pipeline the model is a stage of (options.placement.pipeline), or null.
+  std::shared_ptr<Pipeline> pipeline;
 };
 
 // Throws Error: kInvalidArgument for an unknown device (naming the devices

@@ -34,10 +34,10 @@
 #include <utility>
 #include <vector>
 
-#include "tessera/engine.h"
-#include "tessera/sampler.h"
-#include "tessera/tokenizer.h"
-#include "tessera/tool_calls.h"
+#include "tessera/engine/engine.h"
+#include "tessera/engine/sampler.h"
+#include "tessera/serving/tool_calls.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::serving {
 
@@ -168,6 +168,9 @@ struct GeneratorOptions {
   int64_t n_batch = 512;
   DType type_k = DType::kF16;
   DType type_v = DType::kF16;
+  // A model split across processes: the pipeline it is a stage of (see
+  // ContextOptions::pipeline; LoadedModel::pipeline), else null.
+  Pipeline* pipeline = nullptr;
 };
 
 struct GeneratorMetrics {

@@ -28,7 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tessera/error.h"
+#include "tessera/core/error.h"
 
 namespace tessera {
 
