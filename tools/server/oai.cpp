@@ -191,30 +191,28 @@ std::string base64(const uint8_t* p, size_t n) {
 
 // Log-probabilities of the tokens in `events` in the completions format
 // ({tokens, token_logprobs, top_logprobs}) or the chat one ({content: [...]}).
-json logprobs_json(const std::vector<const serving::Event*>& events, bool chat) {
+using Probs = std::vector<std::pair<serving::TokenProb, std::vector<serving::TokenProb>>>;
+
+json logprobs_json(const Probs& probs, bool chat) {
   if (chat) {
     json content = json::array();
-    for (const serving::Event* e : events) {
-      for (const auto& [chosen, top] : e->probs) {
-        json alts = json::array();
-        for (const serving::TokenProb& t : top) alts.push_back({{"token", t.text}, {"logprob", t.logprob}});
-        content.push_back({{"id", chosen.id},
-                           {"token", chosen.text},
-                           {"logprob", chosen.logprob},
-                           {"top_logprobs", alts}});
-      }
+    for (const auto& [chosen, top] : probs) {
+      json alts = json::array();
+      for (const serving::TokenProb& t : top) alts.push_back({{"token", t.text}, {"logprob", t.logprob}});
+      content.push_back({{"id", chosen.id},
+                         {"token", chosen.text},
+                         {"logprob", chosen.logprob},
+                         {"top_logprobs", alts}});
     }
     return {{"content", content}};
   }
   json tokens = json::array(), lps = json::array(), tops = json::array();
-  for (const serving::Event* e : events) {
-    for (const auto& [chosen, top] : e->probs) {
-      tokens.push_back(chosen.text);
-      lps.push_back(chosen.logprob);
-      json m = json::object();
-      for (const serving::TokenProb& t : top) m[t.text] = t.logprob;
-      tops.push_back(m);
-    }
+  for (const auto& [chosen, top] : probs) {
+    tokens.push_back(chosen.text);
+    lps.push_back(chosen.logprob);
+    json m = json::object();
+    for (const serving::TokenProb& t : top) m[t.text] = t.logprob;
+    tops.push_back(m);
   }
   return {{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}};
 }
@@ -364,53 +362,28 @@ ResponseHead response_head(const CompletionRequest& r, const std::string& model)
           .logprobs = r.params.top_logprobs >= 0};
 }
 
-const char* finish_reason_json(serving::FinishReason r, bool tool_calls) {
-  if (tool_calls && (r == serving::FinishReason::kEndOfText || r == serving::FinishReason::kStop)) {
-    return "tool_calls";
-  }
-  switch (r) {
-    case serving::FinishReason::kLength:
-      return "length";
-    case serving::FinishReason::kShutdown:  // cut short: a client can tell it from an end
-    case serving::FinishReason::kCancelled:
-      return "abort";
-    default:  // the end of the text, a stop string
-      return "stop";
-  }
-}
-
-json tool_call_json(const serving::ToolCall& c) {
-  return {{"id", c.id}, {"type", "function"}, {"function", {{"name", c.name}, {"arguments", c.arguments}}}};
-}
-
-json completion_response(const ResponseHead& h, const std::vector<serving::Event>& events) {
-  const serving::Event& last = events.back();
-  std::string text, reasoning;
+json completion_response(const ResponseHead& h, const serving::Reply& reply) {
   json calls = json::array();
-  std::vector<const serving::Event*> ptrs;
-  for (const serving::Event& e : events) {
-    text += e.text;
-    reasoning += e.reasoning;
-    for (const serving::ToolCall& c : e.tool_calls) calls.push_back(tool_call_json(c));
-    ptrs.push_back(&e);
-  }
-  json choice = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish, !calls.empty())}};
-  choice["logprobs"] = h.logprobs ? logprobs_json(ptrs, h.chat) : json(nullptr);
+  for (const serving::ToolCall& c : reply.tool_calls) calls.push_back(serving::tool_call_json(c));
+  json choice = {{"index", 0},
+                 {"finish_reason", serving::openai_finish_reason(reply.last.finish, !calls.empty())}};
+  choice["logprobs"] = h.logprobs ? logprobs_json(reply.probs, h.chat) : json(nullptr);
   if (h.chat) {
     // OpenAI's content is null beside tool calls when the model wrote nothing else.
-    choice["message"] = {{"role", "assistant"}, {"content", text.empty() && !calls.empty() ? json(nullptr) : json(text)}};
+    choice["message"] = {{"role", "assistant"},
+                         {"content", reply.text.empty() && !calls.empty() ? json(nullptr) : json(reply.text)}};
     if (!calls.empty()) choice["message"]["tool_calls"] = std::move(calls);
-    if (!reasoning.empty()) choice["message"]["reasoning_content"] = reasoning;
+    if (!reply.reasoning.empty()) choice["message"]["reasoning_content"] = reply.reasoning;
   } else {
-    choice["text"] = text;
+    choice["text"] = reply.text;
   }
   return {{"id", h.id},
           {"object", h.chat ? "chat.completion" : "text_completion"},
           {"created", h.created},
           {"model", h.model},
           {"choices", json::array({choice})},
-          {"usage", usage_json(last)},
-          {"timings", timings_json(last)}};
+          {"usage", serving::usage_json(reply.last)},
+          {"timings", serving::timings_json(reply.last)}};
 }
 
 std::vector<json> tool_call_chunks(const ResponseHead& h, int index, const serving::ToolCall& c) {
@@ -436,7 +409,7 @@ json role_chunk(const ResponseHead& h) {
 
 json text_chunk(const ResponseHead& h, const serving::Event& e) {
   json c = {{"index", 0}, {"finish_reason", nullptr}};
-  c["logprobs"] = h.logprobs ? logprobs_json({&e}, h.chat) : json(nullptr);
+  c["logprobs"] = h.logprobs ? logprobs_json(e.probs, h.chat) : json(nullptr);
   if (h.chat) {
     c["delta"] = json::object();
     if (!e.text.empty() || e.reasoning.empty()) c["delta"]["content"] = e.text;
@@ -448,39 +421,23 @@ json text_chunk(const ResponseHead& h, const serving::Event& e) {
 }
 
 json final_chunk(const ResponseHead& h, const serving::Event& last, bool tool_calls) {
-  json c = {{"index", 0}, {"finish_reason", finish_reason_json(last.finish, tool_calls)}, {"logprobs", nullptr}};
+  json c = {{"index", 0},
+            {"finish_reason", serving::openai_finish_reason(last.finish, tool_calls)},
+            {"logprobs", nullptr}};
   if (h.chat) {
     c["delta"] = json::object();
   } else {
     c["text"] = "";
   }
   json out = chunk(h, json::array({c}));
-  out["timings"] = timings_json(last);
+  out["timings"] = serving::timings_json(last);
   return out;
 }
 
 json usage_chunk(const ResponseHead& h, const serving::Event& last) {
   json u = chunk(h, json::array());
-  u["usage"] = usage_json(last);
+  u["usage"] = serving::usage_json(last);
   return u;
-}
-
-json usage_json(const serving::Event& e) {
-  return {{"prompt_tokens", e.n_prompt},
-          {"completion_tokens", e.n_gen},
-          {"total_tokens", e.n_prompt + e.n_gen},
-          {"prompt_tokens_details", {{"cached_tokens", e.n_cached}}}};
-}
-
-json timings_json(const serving::Event& e) {
-  const int64_t prompt_n = e.n_prompt - e.n_cached;
-  return {{"cache_n", e.n_cached},
-          {"prompt_n", prompt_n},
-          {"prompt_ms", e.prompt_ms},
-          {"prompt_per_second", e.prompt_ms > 0 ? 1000.0 * double(prompt_n) / e.prompt_ms : 0.0},
-          {"predicted_n", e.n_gen},
-          {"predicted_ms", e.gen_ms},
-          {"predicted_per_second", e.gen_ms > 0 ? 1000.0 * double(e.n_gen) / e.gen_ms : 0.0}};
 }
 
 TokenizeRequest parse_tokenize(const ojson& body) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tessera/serving/chat.h"
+#include "tessera/serving/reply.h"
 #include "tessera/serving/serving.h"
 
 namespace tessera::server {
@@ -50,13 +51,10 @@ struct ResponseHead {
 };
 ResponseHead response_head(const CompletionRequest& r, const std::string& model);
 
-// "stop", "length" as OpenAI spells them; "abort" for a request cut short
-// (the server shutting down), so a client can tell it from a natural end.
-// "tool_calls" when the output held calls and ended by itself.
-const char* finish_reason_json(serving::FinishReason r, bool tool_calls = false);
-
-// The whole response of a non-streamed request from its events in order.
-nlohmann::json completion_response(const ResponseHead& h, const std::vector<serving::Event>& events);
+// The whole response of a non-streamed request from its folded events.
+// (finish_reason, tool calls, usage and timings: serving/reply.h, shared
+// with the Node package.)
+nlohmann::json completion_response(const ResponseHead& h, const serving::Reply& reply);
 // Stream chunks: the chat's opening role delta; one event's text (and
 // log-probabilities); the last event's finish reason and timings; the usage
 // chunk of stream_options.include_usage.
@@ -67,10 +65,6 @@ nlohmann::json final_chunk(const ResponseHead& h, const serving::Event& last, bo
 // id, type and name first, then the arguments.
 std::vector<nlohmann::json> tool_call_chunks(const ResponseHead& h, int index, const serving::ToolCall& c);
 nlohmann::json usage_chunk(const ResponseHead& h, const serving::Event& last);
-
-// The usage object and llama.cpp's timings of a finished request.
-nlohmann::json usage_json(const serving::Event& last);
-nlohmann::json timings_json(const serving::Event& last);
 
 // /tokenize and /detokenize: at most 65536 tokens out (a 413 past that).
 struct TokenizeRequest {

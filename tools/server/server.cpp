@@ -83,14 +83,16 @@ struct Server::Impl {
     generator->submit(r);
     // Until the first event (the prompt may wait for a slot): a client that
     // leaves cancels its request; one refused at shutdown gets a 503.
-    std::vector<serving::Event> got;
+    std::optional<serving::Event> first;  // streamed: the first event, then the rest as they come
+    serving::Reply reply;                 // not streamed: every event, folded
     auto checked = std::chrono::steady_clock::now();
-    while (got.empty() || (!c.stream && !got.back().done)) {
+    while (c.stream ? !first.has_value() : !reply.done()) {
       // Checked at every token and every 50 ms while none comes: a request
       // whose client left ends within a decode step.
       std::optional<serving::Event> e = events->pop(std::chrono::milliseconds(50));
       const bool token = e.has_value();
-      if (token) got.push_back(std::move(*e));
+      if (token && c.stream) first = std::move(*e);
+      if (token && !c.stream) reply.add(std::move(*e));
       if (!token && std::chrono::steady_clock::now() - checked < std::chrono::milliseconds(50)) continue;
       checked = std::chrono::steady_clock::now();
       if (conn.gone()) {
@@ -98,14 +100,14 @@ struct Server::Impl {
         return;
       }
     }
-    const serving::Event& last = got.back();
+    const serving::Event& last = c.stream ? *first : reply.last;
     if (last.done && last.finish == serving::FinishReason::kShutdown && !last.error.empty()) {
       throw HttpError(503, last.error);
     }
     if (last.done && last.finish == serving::FinishReason::kError) throw HttpError(500, last.error);
-    if (!c.stream) return send_json(res, completion_response(head, got));
+    if (!c.stream) return send_json(res, completion_response(head, reply));
     send_event_stream(res, {.request = r, .events = events, .head = head,
-                            .include_usage = c.include_usage, .first = std::move(got.front())});
+                            .include_usage = c.include_usage, .first = std::move(*first)});
   }
 
   void embeddings(const HttpRequest& req, HttpResponse& res) {
