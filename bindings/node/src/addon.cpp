@@ -7,6 +7,7 @@
 
 #include "context.h"
 #include "convert.h"
+#include "task.h"
 #include "tessera/core/error.h"
 #include "tessera/serving/inspect.h"
 
