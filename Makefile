@@ -29,19 +29,23 @@ demo: deps
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-# Tests again under AddressSanitizer + UndefinedBehaviorSanitizer.
-asan: deps
+# Tests again under AddressSanitizer + UndefinedBehaviorSanitizer, built by
+# clang; the same build holds the libFuzzer targets, so `make fuzz` after it
+# compiles only the fuzzers' own files.
+FUZZ_TARGETS := fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_http_request
+asan:
+	@scripts/install-deps.sh --ci
 	@cmake --preset asan >/dev/null
 	@cmake --build build/asan -j $(JOBS)
 	@cd build/asan && ctest --output-on-failure -j $(JOBS)
 
-# libFuzzer targets (clang), run for FUZZ_SECONDS each from the seed corpus.
+# libFuzzer targets (in the asan build), run for FUZZ_SECONDS each from the seed corpus.
 FUZZ_SECONDS ?= 60
 fuzz:
 	@scripts/install-deps.sh --ci
-	@cmake --preset fuzz >/dev/null
-	@cmake --build build/fuzz -j $(JOBS)
-	@scripts/run-fuzz.sh build/fuzz $(FUZZ_SECONDS)
+	@cmake --preset asan >/dev/null
+	@cmake --build build/asan -j $(JOBS) --target $(FUZZ_TARGETS)
+	@scripts/run-fuzz.sh build/asan $(FUZZ_SECONDS)
 
 bench: deps
 	@cmake --preset release -DTESSERA_BUILD_BENCH=ON >/dev/null

@@ -9,6 +9,10 @@ function(tessera_target_defaults target)
     target_compile_options(${target} PRIVATE -fsanitize=${_san} -fno-omit-frame-pointer
                            -fno-sanitize-recover=all)
     target_compile_definitions(${target} PRIVATE _GLIBCXX_ASSERTIONS)
+    if("address" IN_LIST TESSERA_SANITIZE)
+      # One spelling for gcc's __SANITIZE_ADDRESS__ and clang's __has_feature.
+      target_compile_definitions(${target} PRIVATE TESSERA_ASAN=1)
+    endif()
     target_link_options(${target} PRIVATE -fsanitize=${_san})
   endif()
 endfunction()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages tessera needs, skipping those already present.
-# Usage: scripts/install-deps.sh [--ci]   (--ci adds clang for the fuzz build)
+# Usage: scripts/install-deps.sh [--ci]   (--ci adds clang: the sanitizer and fuzz build)
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev

@@ -137,7 +137,8 @@ std::vector<Case> binary_cases(Op op) {
                                            {DType::kF32, DType::kF16}};
   std::vector<Case> cases;
   for (size_t s = 0; s < std::size(shapes); ++s) {
-    for (const auto& [ta, tb] : types) {
+    for (const auto& types_ab : types) {
+      const DType ta = types_ab.first, tb = types_ab.second;  // (clang 14 captures no bindings)
       if (s > 2 && ta != DType::kF32) continue;  // broadcast grids in f32 only
       const Pair p = shapes[s];
       cases.push_back({shape_name(ta, p.a) + "_by_" + shape_name(tb, p.b), [=](CaseGraph& c) {
@@ -167,7 +168,9 @@ std::vector<Case> map_cases(const std::string& what, std::function<Tensor*(Graph
                                            {DType::kF32, {33, 7, 3, 2}},
                                            {DType::kF16, {31, 5, 2, 1}},
                                            {DType::kBF16, {17, 3, 1, 1}}};
-  for (const auto& [type, ne] : plain) {
+  for (const auto& type_ne : plain) {
+    const DType type = type_ne.first;  // (clang 14 captures no structured bindings)
+    const Shape ne = type_ne.second;
     cases.push_back({what + "_" + shape_name(type, ne), [=](CaseGraph& c) {
                        return make(c.g(), c.input(type, {ne[0], ne[1], ne[2], ne[3]}, gen));
                      }});

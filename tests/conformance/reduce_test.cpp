@@ -139,7 +139,9 @@ std::vector<Case> row_cases(const std::string& what, std::function<Tensor*(Graph
                                            {DType::kF32, {16, 4, 1, 1}},
                                            {DType::kF16, {45, 3, 2, 1}},
                                            {DType::kBF16, {17, 5, 1, 1}}};
-  for (const auto& [type, ne] : plain) {
+  for (const auto& type_ne : plain) {
+    const DType type = type_ne.first;  // (clang 14 captures no structured bindings)
+    const Shape ne = type_ne.second;
     if (f32_only && type != DType::kF32) continue;
     cases.push_back({what + "_" + shape_name(type, ne),
                      [=](CaseGraph& c) {

@@ -280,7 +280,7 @@ TEST_F(ServerTest, AThousandMalformedRequestsLeaveItAnsweringWithoutGrowing) {
     ASSERT_EQ(r->status, 400) << i << ": " << r->body;
   }
   const long after = server_->rss_kib();
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TESSERA_ASAN)
   // AddressSanitizer keeps freed memory in quarantine: RSS grows without a leak
   // (LeakSanitizer checks leaks in that build).
   (void)after;
