@@ -148,6 +148,17 @@ TEST_F(HostileTest, DeepJsonIsA400BeforeAnythingReadsIt) {
   expect_healthy();
 }
 
+TEST_F(HostileTest, NumberOverflowIsABadRequest) {
+  // A literal no double holds makes the JSON parser throw out_of_range, not
+  // parse_error (a fuzzer found it); it is the client's error all the same.
+  for (const char* path : {"/tokenize", "/v1/completions", "/v1/embeddings"}) {
+    const std::string r = exchange(post_bytes(path, R"({"content":"x","prompt":"x","n":111111111111e1111})"));
+    EXPECT_EQ(status_of(r), 400) << path << ": " << r.substr(0, 300);
+    EXPECT_NE(r.find("not valid JSON"), std::string::npos) << r.substr(0, 300);
+  }
+  expect_healthy();
+}
+
 TEST_F(HostileTest, ErrorMessagesQuoteAtMost100Characters) {
   const std::string huge(200000, 'x');
   const std::string r = exchange(post_bytes("/v1/completions", R"({"prompt":"x","max_tokens":[")" + huge + R"("]})"));

@@ -229,7 +229,9 @@ ojson parse_body(const std::string& text) {
   };
   try {
     body = ojson::parse(text, depth);
-  } catch (const ojson::parse_error& e) {
+  } catch (const ojson::exception& e) {
+    // parse_error for bad syntax, out_of_range for a number no double holds
+    // (1e1111): both are the client's JSON, not the server's fault.
     const std::string what = e.what();
     throw HttpError(400, fmt::format("the body is not valid JSON: {}",
                                      what.size() > 200 ? what.substr(0, 200) + "..." : what));
