@@ -32,7 +32,8 @@ test: build
 # Tests again under AddressSanitizer + UndefinedBehaviorSanitizer, built by
 # clang; the same build holds the libFuzzer targets, so `make fuzz` after it
 # compiles only the fuzzers' own files.
-FUZZ_TARGETS := fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_http_request
+FUZZ_TARGETS := fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_http_request fuzz_grammar \
+                fuzz_json_schema
 asan:
 	@scripts/install-deps.sh --ci
 	@cmake --preset asan >/dev/null

@@ -14,6 +14,7 @@ for target in "$build"/fuzz/fuzz_*; do
   seeds="$root/fuzz/corpus/$name"
   [[ -d "$seeds" ]] && cp "$seeds"/* "$corpus"/ 2>/dev/null || true
   max_len=8192
+  timeout=5
   if [[ "$name" == fuzz_gguf ]]; then
     # Seeds from the repository's models and vocab files (truncated copies keep runs fast).
     for f in "$root"/models/*.gguf "$root"/tests/fixtures/tokenizer/*.gguf; do
@@ -26,11 +27,15 @@ for target in "$build"/fuzz/fuzz_*; do
       [[ -f "$f" ]] && cp "$f" "$corpus/"
     done
     max_len=16384
+  elif [[ "$name" == fuzz_grammar || "$name" == fuzz_json_schema ]]; then
+    # Compiling is bounded by Limits: an input that takes a second is a finding.
+    max_len=65536
+    timeout=1
   fi
   echo "fuzz: $name for ${seconds}s (seeds: $(ls "$corpus" | wc -l))"
   log=$(mktemp)
   if ! "$target" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
-      -malloc_limit_mb=512 -timeout=5 -max_len="$max_len" -print_final_stats=1 >"$log" 2>&1; then
+      -malloc_limit_mb=512 -timeout="$timeout" -max_len="$max_len" -print_final_stats=1 >"$log" 2>&1; then
     tail -n 60 "$log"
     echo "fuzz: $name FAILED"
     exit 1

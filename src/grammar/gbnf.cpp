@@ -3,10 +3,13 @@
 //   x{m,n}  -> m copies of x, then n - m nested optionals  x{m,} -> m copies, then x*
 #include <algorithm>
 #include <cstring>
+#include <list>
 #include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
+#include "stacks.h"
 #include "tessera/grammar/grammar.h"
 
 namespace tessera::grammar {
@@ -96,6 +99,9 @@ class Parser {
   uint32_t rule_id(const std::string& name, size_t at) {
     const auto [it, added] = ids_.emplace(name, static_cast<uint32_t>(g_.rules_.size()));
     if (added) {
+      if (g_.rules_.size() >= Limits::kMaxRules) {
+        error(at, "more than {} rules, generated ones counted (limit kMaxRules)", Limits::kMaxRules);
+      }
       g_.rules_.emplace_back();
       g_.names_.push_back(name);
       defined_.push_back(false);
@@ -210,6 +216,9 @@ class Parser {
         out.push_back({Element::kRuleRef, rule_id(name, at)});
         have_last = true;
       } else if (c == '(') {
+        if (++depth_ > Limits::kMaxNesting) {
+          error(at, "groups nest deeper than {} levels (limit kMaxNesting)", Limits::kMaxNesting);
+        }
         ++pos_;
         skip(true);
         const uint32_t sub = new_rule(rule, at);
@@ -218,6 +227,7 @@ class Parser {
         body.push_back({Element::kEnd, 0});
         g_.rules_[sub] = std::move(body);
         if (!consume(")")) error(at, "expected ')' to close the group");
+        --depth_;
         last_start = out.size();
         out.push_back({Element::kRuleRef, sub});
         have_last = true;
@@ -266,6 +276,12 @@ class Parser {
   void repeat(std::vector<Element>& out, size_t from, int64_t lo, int64_t hi, const std::string& rule,
               size_t at) {
     std::vector<Element> item(out.begin() + static_cast<ptrdiff_t>(from), out.end());
+    // The copies this adds: lo of the item, and a rule of item + 3 per optional.
+    const uint64_t added = static_cast<uint64_t>(lo) * item.size() +
+                           static_cast<uint64_t>(hi < 0 ? 1 : hi - lo) * (item.size() + 3);
+    if ((elements_ += added) > Limits::kMaxElements) {
+      error(at, "repetitions expand to more than {} elements (limit kMaxElements)", Limits::kMaxElements);
+    }
     out.resize(from);
     for (int64_t i = 0; i < lo; ++i) out.insert(out.end(), item.begin(), item.end());
     if (hi < 0) {  // star: r ::= item r |
@@ -299,32 +315,53 @@ class Parser {
   std::vector<bool> defined_;
   std::vector<size_t> first_use_;
   int generated_ = 0;
+  size_t depth_ = 0;       // groups open
+  uint64_t elements_ = 0;  // added by repetitions (the text bounds the rest)
 };
 
 namespace {
 
-// Rules that can match the empty text.
+// Rules that can match the empty text, in time linear in the grammar: an
+// alternative holding no character is nullable once every rule it refers to
+// is; each rule found nullable counts down the alternatives that use it.
 std::vector<bool> nullable_rules(const Grammar& g) {
   const auto& rules = g.rules();
   std::vector<bool> nullable(rules.size(), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < rules.size(); ++r) {
-      if (nullable[r]) continue;
-      bool alt_ok = true;
-      for (const Element& e : rules[r]) {
-        if (e.type == Element::kAlt || e.type == Element::kEnd) {
-          if (alt_ok) {
-            nullable[r] = changed = true;
-            break;
-          }
-          alt_ok = true;
-        } else if (e.type == Element::kRuleRef) {
-          alt_ok = alt_ok && nullable[e.value];
-        } else if (e.type != Element::kCharRangeUpper && e.type != Element::kCharAlt) {
-          alt_ok = false;
+  std::vector<uint32_t> alt_rule;               // per alternative: its rule
+  std::vector<uint32_t> waiting;                // per alternative: refs not yet nullable
+  std::vector<std::vector<uint32_t>> users(rules.size());  // per rule: alternatives naming it, once per ref
+  std::vector<uint32_t> ready;
+  for (uint32_t r = 0; r < rules.size(); ++r) {
+    bool has_char = false;
+    uint32_t refs = 0;
+    std::vector<uint32_t> named;
+    for (const Element& e : rules[r]) {
+      if (e.type == Element::kAlt || e.type == Element::kEnd) {
+        const auto id = static_cast<uint32_t>(waiting.size());
+        alt_rule.push_back(r);
+        waiting.push_back(has_char ? UINT32_MAX : refs);
+        if (!has_char) {
+          for (uint32_t n : named) users[n].push_back(id);
+          if (refs == 0) ready.push_back(r);
         }
+        has_char = false;
+        refs = 0;
+        named.clear();
+      } else if (e.type == Element::kRuleRef) {
+        ++refs;
+        named.push_back(e.value);
+      } else if (e.type != Element::kCharRangeUpper && e.type != Element::kCharAlt) {
+        has_char = true;
       }
+    }
+  }
+  while (!ready.empty()) {
+    const uint32_t r = ready.back();
+    ready.pop_back();
+    if (nullable[r]) continue;
+    nullable[r] = true;
+    for (const uint32_t a : users[r]) {
+      if (--waiting[a] == 0) ready.push_back(alt_rule[a]);
     }
   }
   return nullable;
@@ -390,6 +427,45 @@ std::shared_ptr<const Grammar> Grammar::parse(std::string_view text, std::string
   }
   g->root_ = r;
   check_left_recursion(*g, p);
+  g->initial_ = grammar::initial_stacks(*g);
+  return g;
+}
+
+std::shared_ptr<const Grammar> parse_cached(std::string_view text, std::string_view root) {
+  // Bounded by entries and by what they hold: texts and elements.
+  static constexpr size_t kEntries = 32, kBytes = size_t{32} << 20;
+  struct Entry {
+    std::string key;
+    std::shared_ptr<const Grammar> grammar;
+    size_t bytes;
+  };
+  static std::mutex mutex;
+  static std::list<Entry> recent;  // newest first
+  static size_t held = 0;
+  std::string key(root);
+  key += '\0';
+  key += text;
+  {
+    std::lock_guard lock(mutex);
+    for (auto it = recent.begin(); it != recent.end(); ++it) {
+      if (it->key == key) {
+        recent.splice(recent.begin(), recent, it);
+        return it->grammar;
+      }
+    }
+  }
+  std::shared_ptr<const Grammar> g = Grammar::parse(text, root);  // outside the lock
+  size_t bytes = key.size();
+  for (const auto& rule : g->rules()) bytes += rule.size() * sizeof(Element);
+  for (const auto& s : g->initial_stacks()) bytes += s.size() * sizeof(s[0]);
+  if (bytes > kBytes / 4) return g;  // too big to keep
+  std::lock_guard lock(mutex);
+  recent.push_front({std::move(key), g, bytes});
+  held += bytes;
+  while (recent.size() > kEntries || held > kBytes) {
+    held -= recent.back().bytes;
+    recent.pop_back();
+  }
   return g;
 }
 

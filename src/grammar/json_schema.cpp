@@ -140,12 +140,16 @@ class Converter {
     std::string base;
     for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
     if (base.empty()) base = "schema";
-    std::string name = base;
-    for (int i = 2; rules_.contains(name) || name == "root" || name.starts_with("json-") || name == "ws" ||
-                    name.starts_with("wrap-");
-         ++i) {
-      name = fmt::format("{}-{}", base, i);
+    if (base.size() > 64) base.resize(64);  // names come from property names, which may be long
+    // The next free number per base: a search from 2 each time would make
+    // n rules of one base cost n^2.
+    int& i = next_number_[base];
+    std::string name = i == 0 ? base : fmt::format("{}-{}", base, i);
+    while (rules_.contains(name) || name == "root" || name.starts_with("json-") || name == "ws" ||
+           name.starts_with("wrap-")) {
+      name = fmt::format("{}-{}", base, i = std::max(i + 1, 2));
     }
+    if (i == 0) i = 2;
     rules_[name] = body;
     return name;
   }
@@ -170,6 +174,16 @@ class Converter {
 
   // The GBNF expression for `s` at JSON pointer `at`.
   std::string visit(const json& s, const std::string& at, const std::string& hint) {
+    // The body's JSON nests 64 deep at most, but a chain of $refs (or a
+    // schema given as a string) nests as deep as it likes.
+    struct Deeper {
+      size_t& depth;
+      explicit Deeper(size_t& d) : depth(++d) {}
+      ~Deeper() { --depth; }
+    } deeper(depth_);
+    if (depth_ > kMaxDepth) {
+      unsupported(at, fmt::format("schemas nest deeper than {} levels, $ref chains counted", kMaxDepth));
+    }
     if (s.is_boolean()) {
       if (!s.get<bool>()) unsupported(at, "the schema 'false' matches nothing");
       return "json-value";
@@ -328,29 +342,34 @@ class Converter {
     if (!additional.is_null() && !(additional.is_boolean() && !additional.get<bool>())) {
       extra = "json-string \":\" ws " + visit(additional, at + "/additionalProperties", hint + "-value");
     }
-    // Required properties in order, then each optional one in order, then
-    // any number of others.
+    // Required properties in order, then any subset of the optional ones in
+    // order, then any number of others. Two rules per optional property
+    // keep the grammar linear (spelling out which may come first costs n^2/2
+    // copies), and one comma before the choice of the next keeps the
+    // matcher's stacks at about n, not 3n (one per property and whitespace):
+    //   start_k ::= o_k rest_{k+1} | start_{k+1}      o_k or a later one first
+    //   rest_k  ::= "," ws start_k |                   after one: more, or none
+    // and past the last, the others: start ::= E rest, rest ::= "," ws start |.
+    std::string start, rest;
+    if (!extra.empty()) {
+      const std::string s_name = add_rule(hint + "-start", "");
+      rest = add_rule(hint + "-rest", "\",\" ws " + s_name + " | \"\"");
+      rules_[s_name] = extra + " " + rest;
+      start = s_name;
+    }
+    for (size_t k = opt.size(); k-- > 0;) {
+      const std::string s_name = add_rule(hint + "-start", "");
+      rules_[s_name] = opt[k] + (rest.empty() ? "" : " " + rest) + (start.empty() ? "" : " | " + start);
+      rest = add_rule(hint + "-rest", "\",\" ws " + s_name + " | \"\"");
+      start = s_name;
+    }
     std::string body = "\"{\" ws ";
-    std::vector<std::string> items;
     if (!req.empty()) {
-      std::string first = req[0];
-      for (size_t i = 1; i < req.size(); ++i) first += " \",\" ws " + req[i];
-      for (const auto& o : opt) first += " (\",\" ws " + o + ")?";
-      if (!extra.empty()) first += " (\",\" ws " + extra + ")*";
-      body += first;
-    } else if (!opt.empty() || !extra.empty()) {
-      // No required property: the first present one starts the list.
-      std::vector<std::string> starts;
-      for (size_t i = 0; i < opt.size(); ++i) {
-        std::string alt = opt[i];
-        for (size_t j = i + 1; j < opt.size(); ++j) alt += " (\",\" ws " + opt[j] + ")?";
-        if (!extra.empty()) alt += " (\",\" ws " + extra + ")*";
-        starts.push_back(alt);
-      }
-      if (!extra.empty()) starts.push_back(extra + " (\",\" ws " + extra + ")*");
-      std::string group = "(";
-      for (size_t i = 0; i < starts.size(); ++i) group += (i ? " | " : "") + starts[i];
-      body += group + ")?";
+      body += req[0];
+      for (size_t i = 1; i < req.size(); ++i) body += " \",\" ws " + req[i];
+      if (!rest.empty()) body += " " + rest;
+    } else if (!start.empty()) {
+      body += "(" + start + ")?";
     }
     return add_rule(hint, body + " \"}\" ws");
   }
@@ -402,9 +421,12 @@ class Converter {
     return add_rule(hint, "\"[\" ws " + list + " \"]\" ws");
   }
 
+  static constexpr size_t kMaxDepth = 128;
   const json& root_;
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> refs_;
+  std::map<std::string, int> next_number_;
+  size_t depth_ = 0;
 };
 
 }  // namespace

@@ -4,10 +4,12 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "tessera/grammar/grammar.h"
+#include "stacks.h"
 
 namespace tessera::grammar {
 namespace {
@@ -17,29 +19,60 @@ using Partial = Matcher::Partial;
 
 bool is_end(const Element* e) { return e->type == Element::kEnd || e->type == Element::kAlt; }
 
-void add_unique(std::vector<Stack>& out, Stack&& s) {
-  if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(std::move(s));
-}
-
-// Expands `stack` until its top is a character class (or it is empty: the
-// grammar is complete), adding each result to `out`.
-void expand(const Grammar& g, Stack&& stack, std::vector<Stack>& out) {
-  if (stack.empty() || stack.back()->type != Element::kRuleRef) {
-    add_unique(out, std::move(stack));
-    return;
+struct StackHash {
+  size_t operator()(const Stack& s) const {
+    size_t h = s.size();
+    for (const Element* e : s) h = (h ^ reinterpret_cast<uintptr_t>(e)) * 0x9E3779B97F4A7C15ull;
+    return h;
   }
-  const Element* ref = stack.back();
-  stack.pop_back();
-  if (!is_end(ref + 1)) stack.push_back(ref + 1);
-  const std::vector<Element>& rule = g.rules()[ref->value];
-  const Element* alt = rule.data();
-  while (true) {
-    Stack next = stack;
-    if (!is_end(alt)) next.push_back(alt);
-    expand(g, std::move(next), out);
-    while (!is_end(alt)) ++alt;
-    if (alt->type == Element::kEnd) break;
-    ++alt;  // past kAlt
+};
+
+// Expands each stack of `work` until its top is a character class (or it is
+// empty: the grammar is complete), adding each result to `out` once. The
+// walk is iterative, and a stack met twice (a rule reached again by another
+// path, as ("a"?){0,n} does at every level) is expanded once: the cost is
+// the number of distinct stacks, not of paths to them. Limits bound both.
+void expand(const Grammar& g, std::vector<Stack>&& work, std::vector<Stack>& out) {
+  std::unordered_set<Stack, StackHash> seen;
+  size_t visits = 0;
+  while (!work.empty()) {
+    Stack stack = std::move(work.back());
+    work.pop_back();
+    if (++visits > Limits::kMaxExpansions) {
+      fail(ErrorCategory::kInvalidArgument,
+           "[grammar] too ambiguous: more than {} expansions for one character (limit kMaxExpansions)",
+           Limits::kMaxExpansions);
+    }
+    if (stack.size() > Limits::kMaxDepth) {
+      fail(ErrorCategory::kInvalidArgument,
+           "[grammar] rules nest deeper than {} elements on one stack (limit kMaxDepth)", Limits::kMaxDepth);
+    }
+    if (seen.contains(stack)) continue;
+    seen.insert(stack);
+    if (stack.empty() || stack.back()->type != Element::kRuleRef) {
+      out.push_back(std::move(stack));
+      if (out.size() > Limits::kMaxStacks) {
+        fail(ErrorCategory::kInvalidArgument,
+             "[grammar] too ambiguous: more than {} ways to continue at once (limit kMaxStacks)",
+             Limits::kMaxStacks);
+      }
+      continue;
+    }
+    const Element* ref = stack.back();
+    stack.pop_back();
+    if (!is_end(ref + 1)) stack.push_back(ref + 1);
+    // The alternatives, pushed last first so they come out in order.
+    const std::vector<Element>& rule = g.rules()[ref->value];
+    const size_t mark = work.size();
+    for (const Element* alt = rule.data();;) {
+      Stack next = stack;
+      if (!is_end(alt)) next.push_back(alt);
+      work.push_back(std::move(next));
+      while (!is_end(alt)) ++alt;
+      if (alt->type == Element::kEnd) break;
+      ++alt;  // past kAlt
+    }
+    std::reverse(work.begin() + static_cast<ptrdiff_t>(mark), work.end());
   }
 }
 
@@ -103,15 +136,35 @@ bool any_meets(const std::vector<Stack>& stacks, const Partial& p) {
 }  // namespace
 
 std::vector<Stack> Matcher::advance(const Grammar& g, const std::vector<Stack>& stacks, uint32_t cp) {
-  std::vector<Stack> out;
+  std::vector<Stack> work;
   for (const Stack& s : stacks) {
     if (s.empty()) continue;
     const Element* after = nullptr;
     if (!class_holds(s.back(), cp, &after)) continue;
     Stack next(s.begin(), s.end() - 1);
     if (!is_end(after)) next.push_back(after);
-    expand(g, std::move(next), out);
+    work.push_back(std::move(next));
   }
+  std::reverse(work.begin(), work.end());
+  std::vector<Stack> out;
+  expand(g, std::move(work), out);
+  return out;
+}
+
+std::vector<Stack> initial_stacks(const Grammar& g) {
+  const std::vector<Element>& root = g.rules()[g.root()];
+  std::vector<Stack> work;
+  for (const Element* alt = root.data();;) {
+    Stack s;
+    if (!is_end(alt)) s.push_back(alt);
+    work.push_back(std::move(s));
+    while (!is_end(alt)) ++alt;
+    if (alt->type == Element::kEnd) break;
+    ++alt;
+  }
+  std::reverse(work.begin(), work.end());
+  std::vector<Stack> out;
+  expand(g, std::move(work), out);
   return out;
 }
 
@@ -151,18 +204,8 @@ bool Matcher::feed(const Grammar& g, std::vector<Stack>& stacks, Partial& p, uin
   return true;
 }
 
-Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : grammar_(std::move(grammar)) {
-  const std::vector<Element>& root = grammar_->rules()[grammar_->root()];
-  const Element* alt = root.data();
-  while (true) {
-    Stack s;
-    if (!is_end(alt)) s.push_back(alt);
-    expand(*grammar_, std::move(s), stacks_);
-    while (!is_end(alt)) ++alt;
-    if (alt->type == Element::kEnd) break;
-    ++alt;
-  }
-}
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar)
+    : grammar_(std::move(grammar)), stacks_(grammar_->initial_stacks()) {}
 
 bool Matcher::allows(std::string_view bytes) const {
   std::vector<Stack> stacks = stacks_;

@@ -2,6 +2,7 @@
 // random strings, UTF-8 split across tokens, and the sampler stage against a
 // token-by-token check of the whole vocabulary.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <limits>
@@ -111,6 +112,83 @@ TEST(GrammarMatch, Utf8SplitAcrossPiecesAndInvalidBytes) {
   EXPECT_TRUE(cov.allows("a"));
 }
 
+// Grammars a hostile client sends: each is refused at parse (a few
+// milliseconds, whatever the grammar asks) with the limit named, or parsed
+// without recursion and matched right. They used to hang or overflow.
+TEST(GrammarLimits, HostileGrammarsAreRefusedNamingTheLimit) {
+  const auto refused = [](const std::string& text, const char* limit) {
+    const std::string e = error_of(text);
+    EXPECT_NE(e.find(limit), std::string::npos) << text.substr(0, 80) << " -> '" << e << "'";
+  };
+  // 30 bytes, 4097 ways to place the first "a".
+  refused("root ::= (\"a\"?){0,4096}\n", "kMaxStacks");
+  // 100,000 alternatives.
+  std::string alts = "root ::= \"x0\"";
+  for (int i = 1; i < 100000; ++i) alts += " | \"x" + std::to_string(i) + "\"";
+  refused(alts + "\n", "kMaxStacks");
+  // Each level doubles the ways to reach the first character.
+  std::string doubling = "root ::= a0\n";
+  for (int i = 0; i < 30; ++i) doubling += fmt::format("a{} ::= a{}? a{}?\n", i, i + 1, i + 1);
+  doubling += "a30 ::= \"x\"\n";
+  refused(doubling, "too ambiguous");
+  // 40,000 nested groups: the recursive-descent parser stops at 256.
+  refused("root ::= " + std::string(40000, '(') + "\"a\"" + std::string(40000, ')') + "\n", "kMaxNesting");
+  // A chain of 60,000 rules each leaving a character to come: 60,000 open at once.
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 60000; ++i) chain += fmt::format("r{} ::= r{} \"x\"\n", i, i + 1);
+  chain += "r60000 ::= \"y\"\n";
+  refused(chain, "kMaxDepth");
+  // 300 bytes that expand to 1.2 million elements.
+  refused("root ::= \"" + std::string(300, 'a') + "\"{4096}\n", "kMaxElements");
+  // More rules than 65,536.
+  std::string rules = "root ::= \"a\"\n";
+  for (int i = 0; i < 70000; ++i) rules += fmt::format("u{} ::= \"a\"\n", i);
+  refused(rules, "kMaxRules");
+}
+
+TEST(GrammarLimits, LongChainsAndAmbiguityWithinLimitsStillMatch) {
+  // 60,000 rules in a tail chain push nothing: one stack, no recursion.
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 60000; ++i) chain += fmt::format("r{} ::= r{}\n", i, i + 1);
+  chain += "r60000 ::= \"y\" | \"-\" root\n";
+  const auto c = Grammar::parse(chain);
+  EXPECT_TRUE(matches(c, "y"));
+  EXPECT_TRUE(matches(c, "---y"));
+  EXPECT_FALSE(matches(c, "y-"));
+  // ("a"?){0,n}: every count 0..n, never n + 1, though every "a" may be
+  // any of the n optionals (distinct stacks are few; paths to them many).
+  const auto g = Grammar::parse("root ::= (\"a\"?){0,200} \"b\"\n");
+  EXPECT_TRUE(matches(g, "b"));
+  EXPECT_TRUE(matches(g, std::string(200, 'a') + "b"));
+  EXPECT_FALSE(matches(g, std::string(201, 'a') + "b"));
+  Matcher m(g);
+  m.accept(std::string(100, 'a'));
+  EXPECT_LE(m.stacks().size(), 202u);
+}
+
+// Rules that can be empty are found in one pass over the grammar, whatever
+// the order rules come in: a chain of 60,000 nullable rules, the last first.
+TEST(GrammarLimits, NullableChainsAreLinear) {
+  std::string text = "root ::= n0 \"z\"\n";
+  for (int i = 60000; i-- > 0;) text += fmt::format("n{} ::= n{}\n", i, i + 1);
+  text += "n60000 ::= \"b\"?\n";
+  const auto g = Grammar::parse(text);
+  EXPECT_TRUE(matches(g, "z"));
+  EXPECT_TRUE(matches(g, "bz"));
+  EXPECT_FALSE(matches(g, "bbz"));
+  // n0 is nullable, so a rule that starts with it and refers back is left-recursive.
+  EXPECT_NE(error_of(text + "loop ::= n0 loop \"q\"\n").find("left-recursive"), std::string::npos);
+}
+
+TEST(GrammarLimits, TheCacheGivesTheSameGrammarForTheSameText) {
+  const std::string text = "root ::= \"cached\" [0-9]+\n";
+  const auto a = parse_cached(text);
+  const auto b = parse_cached(text);
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_NE(parse_cached(text, "root").get(), parse_cached("root ::= \"other\"\n").get());
+  EXPECT_THROW(parse_cached("root ::= (\"a\"?){0,4096}\n"), Error);
+}
+
 class GrammarStageTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -194,7 +272,9 @@ TEST_F(GrammarStageTest, APickLimitKeepsTheBestTokensThatFit) {
       fit.resize(std::min(fit.size(), static_cast<size_t>(limit)));
       stage->apply(c);
       for (const TokenData& t : c.data) {  // nothing that does not fit survives
-        if (std::isfinite(t.logit)) ASSERT_TRUE(fits_at_all.contains(t.id)) << t.id;
+        if (std::isfinite(t.logit)) {
+          ASSERT_TRUE(fits_at_all.contains(t.id)) << t.id;
+        }
       }
       // What top-k then keeps: the best `limit` of the tokens left (the
       // stage may leave more, from a whole mask: top-k drops them).
@@ -324,6 +404,54 @@ TEST(JsonSchema, ObjectsArraysStringsAndReferences) {
   EXPECT_FALSE(fits(g4, "[false, 1, 2, 3]"));
   EXPECT_TRUE(fits(json_grammar(), R"({"x": [1, {"y": null}], "z": "w"})"));
   EXPECT_FALSE(fits(json_grammar(), R"([1])"));
+}
+
+// With no property required, any of them may come first: two rules per
+// property (not n^2/2 copies) give every ordered subset, then the others.
+TEST(JsonSchema, OptionalPropertiesAreOrderedSubsetsInLinearSize) {
+  const std::string g = json_schema_to_grammar(nlohmann::ordered_json::parse(R"({
+    "type": "object",
+    "properties": {"a": {"type": "integer"}, "b": {"type": "null"}, "c": {"type": "boolean"}},
+    "additionalProperties": {"type": "integer"}})"));
+  for (const char* ok : {"{}", R"({"a": 1})", R"({"b": null, "c": true})", R"({"a": 1, "c": false, "x": 2})",
+                         R"({"x": 2, "y": 3})", R"({"c": true})", R"({"a": 1, "b": null, "c": true})"}) {
+    EXPECT_TRUE(fits(g, ok)) << ok;
+  }
+  for (const char* bad : {R"({,})", R"({"a": 1,})", R"({"x": true})", R"({"a": 1 "b": null})"}) {
+    EXPECT_FALSE(fits(g, bad)) << bad;
+  }
+  const std::string closed = json_schema_to_grammar(nlohmann::ordered_json::parse(
+      R"({"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "additionalProperties": false})"));
+  EXPECT_TRUE(fits(closed, R"({"b": 2})"));
+  EXPECT_TRUE(fits(closed, R"({"a": 1, "b": 2})"));
+  EXPECT_FALSE(fits(closed, R"({"b": 2, "a": 1})"));  // in the schema's order
+  EXPECT_FALSE(fits(closed, R"({"a": 1, "a": 2})"));
+  EXPECT_FALSE(fits(closed, R"({"x": 2})"));
+  // 3,000 optional properties: a grammar that grows by a constant per
+  // property, and a matcher that follows it.
+  nlohmann::ordered_json many = {{"type", "object"}, {"properties", nlohmann::ordered_json::object()}};
+  for (int i = 0; i < 3000; ++i) many["properties"]["p" + std::to_string(i)] = {{"type", "integer"}};
+  const std::string big = json_schema_to_grammar(many);
+  EXPECT_LT(big.size(), 3000u * 200);
+  EXPECT_TRUE(fits(big, R"({"p7": 1, "p2999": 2})"));
+  EXPECT_FALSE(fits(big, R"({"p2999": 1, "p7": 2})"));
+}
+
+TEST(JsonSchema, RefChainsDeeperThanTheLimitAreRefused) {
+  nlohmann::ordered_json s = {{"$ref", "#/$defs/d0"}, {"$defs", nlohmann::ordered_json::object()}};
+  for (int i = 0; i < 10000; ++i) s["$defs"]["d" + std::to_string(i)] = {{"$ref", "#/$defs/d" + std::to_string(i + 1)}};
+  s["$defs"]["d10000"] = {{"type", "integer"}};
+  try {
+    json_schema_to_grammar(s);
+    ADD_FAILURE() << "a 10,000-deep $ref chain was converted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("deeper than 128 levels"), std::string::npos) << e.what();
+  }
+  // 100 deep is within the limit.
+  nlohmann::ordered_json ok = {{"$ref", "#/$defs/d0"}, {"$defs", nlohmann::ordered_json::object()}};
+  for (int i = 0; i < 100; ++i) ok["$defs"]["d" + std::to_string(i)] = {{"$ref", "#/$defs/d" + std::to_string(i + 1)}};
+  ok["$defs"]["d100"] = {{"type", "integer"}};
+  EXPECT_TRUE(fits(json_schema_to_grammar(ok), "42"));
 }
 
 TEST(JsonSchema, UnsupportedKeywordsNameTheirPointer) {

@@ -282,7 +282,7 @@ Napi::Value start_completion(const Napi::CallbackInfo& info, const std::shared_p
     }
     if (g) {
       try {
-        params.masks = grammar::masks(grammar::Grammar::parse(*g), s->loaded.tokenizer);
+        params.masks = grammar::masks(grammar::parse_cached(*g), s->loaded.tokenizer);
       } catch (const Error& e) {
         throw Napi::Error::New(env, std::string("option 'grammar': ") + e.what());
       }

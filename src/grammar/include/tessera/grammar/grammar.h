@@ -16,6 +16,7 @@
 // rules out is never entered.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -49,24 +50,44 @@ struct Element {
   uint32_t value;
 };
 
+// Every grammar is compiled under these bounds, so that no text a client
+// sends can make compiling or matching run away (docs/grammar.md, "Limits").
+// Past one, parse() or the matcher throws Error(kInvalidArgument) naming it.
+struct Limits {
+  static constexpr size_t kMaxNesting = 256;        // ( groups ) inside one another
+  static constexpr size_t kMaxRules = 65536;        // named and generated rules
+  static constexpr size_t kMaxElements = 1 << 20;   // elements of all rules, repetitions expanded
+  static constexpr size_t kMaxStacks = 4096;        // ways the text so far may continue, at once
+  static constexpr size_t kMaxExpansions = 1 << 18; // stacks visited to find them, per character
+  static constexpr size_t kMaxDepth = 1024;         // elements on one stack (rules open at once)
+};
+
 class Grammar {
  public:
   // Parses `text`; throws Error(kInvalidArgument) naming the line and column
   // of the first fault (a syntax error, an undefined rule, no `root`, left
-  // recursion).
+  // recursion), or the limit a grammar goes past. The stacks the matcher
+  // starts from are found here, once, so a Matcher costs a copy.
   static std::shared_ptr<const Grammar> parse(std::string_view text, std::string_view root = "root");
 
   const std::vector<std::vector<Element>>& rules() const { return rules_; }
   uint32_t root() const { return root_; }
   // The rule's name (generated rules: name_N).
   const std::string& rule_name(uint32_t rule) const { return names_[rule]; }
+  const std::vector<std::vector<const Element*>>& initial_stacks() const { return initial_; }
 
  private:
   friend class Parser;
   std::vector<std::vector<Element>> rules_;
   std::vector<std::string> names_;
   uint32_t root_ = 0;
+  std::vector<std::vector<const Element*>> initial_;
 };
+
+// Grammar::parse through a cache of the grammars parsed last, by text (and
+// root): a client that sends the same grammar with every request has it
+// compiled once. Errors are not cached. Safe from any thread.
+std::shared_ptr<const Grammar> parse_cached(std::string_view text, std::string_view root = "root");
 
 // Where a match stands: every stack the text so far can continue with, and
 // the bytes of a UTF-8 character a token began but did not end.
@@ -92,6 +113,8 @@ class Matcher {
   const Partial& partial() const { return partial_; }
 
   // For the stage: stacks after one more code point / byte (empty: rejected).
+  // Throws Error(kInvalidArgument) where the grammar is too ambiguous to
+  // follow within Limits (more stacks, expansions or depth than they allow).
   static std::vector<Stack> advance(const Grammar& g, const std::vector<Stack>& stacks, uint32_t cp);
   // One byte after (stacks, p): kFail when it breaks UTF-8 or the grammar;
   // kSame when it only extends a pending character (the stacks stay, `q` is
