@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tools/run_command.h"
@@ -47,6 +48,7 @@ class Raw {
     fd_ = -1;
   }
   bool ok() const { return ok_; }
+  void shutdown_send() { ::shutdown(fd_, SHUT_WR); }
   bool send(const std::string& bytes) {
     size_t at = 0;
     while (at < bytes.size()) {
@@ -292,6 +294,9 @@ TEST_F(HostileTest, OpenAIMessageShapesAndUnimplementedFields) {
       {{{"messages", as_text["messages"]}, {"json_schema", {{"type", "object"}, {"patternProperties", json::object()}}}}, "'/patternProperties'"},
       {{{"messages", as_text["messages"]}, {"grammar", "root ::= (\"a\""}}, "'grammar': [grammar] line 1"},
       {{{"messages", as_text["messages"]}, {"logit_bias", {{"99999", 5}}}}, "'logit_bias'"},
+      // -1 (unlimited) when read as signed: out of range instead.
+      {{{"messages", as_text["messages"]}, {"max_tokens", uint64_t{18446744073709551615ull}}}, "'max_tokens' must be in"},
+      {{{"messages", as_text["messages"]}, {"seed", uint64_t{1} << 40}}, "'seed' must be in"},
   };
   for (const auto& [body, names] : refused) {
     auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
@@ -344,6 +349,219 @@ TEST_F(HostileTest, HostAndOriginChecks) {
   d.send(post_bytes("/v1/completions", R"({"prompt":"x","max_tokens":1})",
                     "Origin: http://other.example\r\n"));
   EXPECT_EQ(status_of(d.receive()), 403);
+}
+
+// ---- the second round: grammars, schemas, framing, connections ----------
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// Grammars and schemas that froze the generator or overflowed the stack:
+// each is a 400 naming its limit, answered at once, and the server goes on.
+TEST_F(HostileTest, GrammarsThatFreezeOrOverflowAreRefusedAtOnce) {
+  const auto refused = [&](const json& body, const char* limit) {
+    const auto t0 = Clock::now();
+    const std::string r = exchange(post_bytes("/v1/completions", body.dump()));
+    const double ms = ms_since(t0);
+    EXPECT_EQ(status_of(r), 400) << limit << ": " << r.substr(0, 400);
+    EXPECT_NE(r.find(limit), std::string::npos) << limit << ": " << r.substr(0, 400);
+    RecordProperty(std::string("refused_ms_") + limit, static_cast<int>(ms));
+  };
+  json base = {{"prompt", "x"}, {"max_tokens", 4}};
+  // 30 bytes that never finished compiling.
+  json b = base;
+  b["grammar"] = "root ::= (\"a\"?){0,4096}";
+  refused(b, "kMaxStacks");
+  // 40,000 nested groups.
+  b["grammar"] = "root ::= " + std::string(40000, '(') + "\"a\"" + std::string(40000, ')');
+  refused(b, "kMaxNesting");
+  // A chain of 40,000 rules (60,000 is past this server's 1 MB --max-body).
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 40000; ++i) chain += fmt::format("r{} ::= r{} \"x\"\n", i, i + 1);
+  chain += "r40000 ::= \"y\"\n";
+  b["grammar"] = chain;
+  refused(b, "kMaxDepth");
+  // 60,000 alternatives.
+  std::string alts = "root ::= \"a\"";
+  for (int i = 1; i < 60000; ++i) alts += "|\"" + std::to_string(i) + "\"";
+  b["grammar"] = alts;
+  refused(b, "kMaxStacks");
+  // A $ref chain of 10,000, in json_schema and in a tool's parameters.
+  // (In groups of 1,000: one object of 10,000 keys is past the key limit.)
+  const auto def = [](int i) { return fmt::format("g{}/d{}", i / 1000, i); };
+  json schema = {{"$ref", "#/$defs/" + def(0)}, {"$defs", json::object()}};
+  for (int i = 0; i < 10000; ++i) {
+    schema["$defs"][fmt::format("g{}", i / 1000)][fmt::format("d{}", i)] = {{"$ref", "#/$defs/" + def(i + 1)}};
+  }
+  schema["$defs"]["g10"]["d10000"] = {{"type", "integer"}};
+  b = base;
+  b["json_schema"] = schema;
+  refused(b, "deeper than 128");
+  const json tool_body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                          {"max_tokens", 4},
+                          {"tools", {{{"type", "function"},
+                                      {"function", {{"name", "f"}, {"parameters", schema}}}}}}};
+  const std::string r = exchange(post_bytes("/v1/chat/completions", tool_body.dump()));
+  EXPECT_EQ(status_of(r), 400) << r.substr(0, 400);
+  EXPECT_NE(r.find("deeper than 128"), std::string::npos) << r.substr(0, 400);
+  expect_healthy();
+  // A grammar within the limits still constrains the output.
+  b = base;
+  b["grammar"] = "root ::= (\"a\"?){0,8} \"!\"";
+  b["temperature"] = 0;
+  auto ok = server_->client().Post("/v1/completions", b.dump(), "application/json");
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+// 3,000 optional properties took 18 s and 2.75 GB: the schema's grammar is
+// now linear in them, and a request with it is answered like any other.
+TEST_F(HostileTest, ManyOptionalPropertiesCompileInLinearTime) {
+  json schema = {{"type", "object"}, {"properties", json::object()}};
+  for (int i = 0; i < 3000; ++i) schema["properties"][fmt::format("p{}", i)] = {{"type", "integer"}};
+  const json body = {{"prompt", "x"}, {"max_tokens", 4}, {"temperature", 0}, {"json_schema", schema}};
+  const auto t0 = Clock::now();
+  auto r = server_->client().Post("/v1/completions", body.dump(), "application/json");
+  const double ms = ms_since(t0);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body.substr(0, 300);
+  RecordProperty("optional_properties_3000_ms", static_cast<int>(ms));
+  // The same schema again comes from the cache.
+  const auto t1 = Clock::now();
+  r = server_->client().Post("/v1/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  RecordProperty("optional_properties_3000_cached_ms", static_cast<int>(ms_since(t1)));
+}
+
+TEST_F(HostileTest, ObjectsWithTooManyKeysAreRefusedWhileParsing) {
+  std::string body = R"({"prompt":"x","logit_bias":{)";
+  for (int i = 0; i < 100000; ++i) body += (i ? ",\"" : "\"") + std::to_string(i) + "\":0";
+  body += "}}";
+  ASSERT_LT(body.size(), 1u << 20);
+  const auto t0 = Clock::now();
+  const std::string r = exchange(post_bytes("/v1/completions", body));
+  EXPECT_EQ(status_of(r), 400) << r.substr(0, 300);
+  EXPECT_NE(r.find("more than 8192 keys"), std::string::npos) << r.substr(0, 300);
+  RecordProperty("keys_100000_refused_ms", static_cast<int>(ms_since(t0)));
+  expect_healthy();
+}
+
+TEST_F(HostileTest, ChunkExtensionsAndTrailersAreBounded) {
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string json_body = R"({"prompt":"x","max_tokens":1})";
+  const std::string chunk = fmt::format("{:x}\r\n{}\r\n", json_body.size(), json_body);
+  // A trailer field over 64 KiB (Beast throws for it): a 400, the server lives.
+  std::string r = exchange(head + chunk + "0\r\nX-T: " + std::string(70000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(status_of(r), 400) << r.substr(0, 300);
+  expect_healthy();
+  // Megabytes of one chunk extension: a 400 once the line outgrows the
+  // read buffer (what is sent after it is drained for a moment, not kept).
+  {
+    Raw c(server_->port());
+    c.send(head + fmt::format("{:x};ext=", json_body.size()));
+    const std::string block(65536, 'e');
+    for (int i = 0; i < 64; ++i) c.send(block);
+    const std::string answer = c.receive();
+    EXPECT_EQ(status_of(answer), 400) << answer.substr(0, 300);
+    EXPECT_NE(answer.find("longer than 49152 bytes"), std::string::npos) << answer.substr(0, 300);
+  }
+  // Many trailers, together past the limit.
+  std::string trailers;
+  for (int i = 0; i < 3000; ++i) trailers += "X-T" + std::to_string(i) + ": " + std::string(100, 'b') + "\r\n";
+  r = exchange(head + chunk + "0\r\n" + trailers + "\r\n");
+  EXPECT_EQ(status_of(r), 400) << r.substr(0, 300);
+  // Small chunks with long extensions: they count against --max-body (1 MB here).
+  std::string many = head;
+  for (int i = 0; i < 60; ++i) many += "1;x=" + std::string(30000, 'x') + "\r\n \r\n";
+  many += chunk + "0\r\n\r\n";
+  r = exchange(many);
+  EXPECT_EQ(status_of(r), 413) << r.substr(0, 300);
+  expect_healthy();
+}
+
+TEST_F(HostileTest, UnknownTransferCodingsAreA400ThatCloses) {
+  const std::string second = "GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  for (const char* te : {"xchunked", "gzip, chunked", "chunked, chunked", "identity"}) {
+    const std::string r = exchange(std::string("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: ") +
+                                   te + "\r\n\r\n" + second);
+    EXPECT_EQ(status_of(r), 400) << te << ": " << r.substr(0, 300);
+    // The bytes after the head did not run as a second request.
+    EXPECT_EQ(r.find("HTTP/1.1", 5), std::string::npos) << te << ": " << r;
+  }
+  // Two Transfer-Encoding fields.
+  const std::string r = exchange("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\n"
+                                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  EXPECT_EQ(status_of(r), 400) << r.substr(0, 300);
+  expect_healthy();
+}
+
+TEST_F(HostileTest, ContinueComesOnlyAfterTheHostCheck) {
+  const std::string r = exchange("POST /v1/completions HTTP/1.1\r\nHost: evil.example\r\nExpect: 100-continue\r\n"
+                                 "Content-Length: 10\r\n\r\n");
+  EXPECT_EQ(status_of(r), 403) << r.substr(0, 300);
+  EXPECT_EQ(r.find("100 Continue"), std::string::npos) << r.substr(0, 300);
+  // An allowed one is told to go on.
+  Raw c(server_->port());
+  c.send("POST /tokenize HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nExpect: 100-continue\r\n"
+         "Content-Length: 16\r\n\r\n");
+  const std::string go = c.receive(std::chrono::milliseconds(500));
+  EXPECT_NE(go.find("100 Continue"), std::string::npos) << go;
+  c.send(R"({"content":"hi"})");
+  EXPECT_NE(c.receive().find("HTTP/1.1 200"), std::string::npos);
+}
+
+// A client that half-closes after its request gets the whole answer or a
+// closed connection, never a 200 with an empty body.
+TEST_F(HostileTest, AHalfClosedClientGetsNoFalseAnswer) {
+  for (int i = 0; i < 3; ++i) {
+    Raw c(server_->port());
+    c.send(post_bytes("/v1/completions", R"({"prompt":"Once","max_tokens":8,"temperature":0})"));
+    c.shutdown_send();
+    const std::string r = c.receive();
+    if (r.empty()) continue;  // closed: honest
+    EXPECT_EQ(status_of(r), 200) << r.substr(0, 300);
+    EXPECT_NE(r.find("\"text\""), std::string::npos) << r.substr(0, 300);
+  }
+  expect_healthy();
+}
+
+// 1,100 idle sockets against the 1,024-connection cap: the oldest idle ones
+// make room, and /health and a completion are answered beside them.
+TEST_F(HostileTest, AFloodOfIdleSocketsCannotLockOutHealth) {
+  std::vector<std::unique_ptr<Raw>> idle;
+  for (int i = 0; i < 1100; ++i) idle.push_back(std::make_unique<Raw>(server_->port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const auto t0 = Clock::now();
+  auto h = server_->client().Get("/health");
+  ASSERT_TRUE(h) << "no answer with 1,100 idle sockets open";
+  EXPECT_EQ(h->status, 200);
+  RecordProperty("health_ms_with_1100_idle_sockets", static_cast<int>(ms_since(t0)));
+  auto r = server_->client().Post("/v1/completions", R"({"prompt":"One day","max_tokens":2})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+// SIGTERM ends the server within 2 s, whatever its requests are doing.
+TEST(HostileShutdown, SigtermEndsTheProcessWithinTwoSeconds) {
+  ServerProcess s({"-m", slow_model(), "-np", "1", "-c", "4096"});
+  std::vector<std::unique_ptr<Raw>> clients;
+  for (int i = 0; i < 4; ++i) {  // one generating, the rest queued behind it
+    clients.push_back(std::make_unique<Raw>(s.port()));
+    clients.back()->send(post_bytes("/v1/completions", R"({"prompt":"Once","max_tokens":4000,"ignore_eos":true})"));
+  }
+  // One more that never reads what it asked for: its writes would wait.
+  std::string big = R"({"content":")" + std::string(500000, 'a') + R"(","with_pieces":true})";
+  clients.push_back(std::make_unique<Raw>(s.port()));
+  clients.back()->send(post_bytes("/tokenize", big));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const auto t0 = Clock::now();
+  const int rc = s.terminate(10);
+  const double ms = ms_since(t0);
+  EXPECT_EQ(rc, 0) << s.log();
+  EXPECT_LT(ms, 2500.0) << s.log();  // 2 s, and the poll that sees it exit
+  RecordProperty("sigterm_exit_ms", static_cast<int>(ms));
 }
 
 TEST(HostileCancel, NonStreamingRequestsOfClientsThatLeaveAreCancelled) {

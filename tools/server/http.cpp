@@ -98,6 +98,9 @@ class WorkerPool {
 };
 
 constexpr size_t kLarge = size_t{1} << 20;
+// The read buffer's bound: the head (16 KiB by default), a chunk-size line
+// or the trailers must fit in it.
+constexpr size_t kFramingLine = size_t{48} << 10;
 
 bool quiet_error(const beast::error_code& ec) {
   return ec == bhttp::error::end_of_stream || ec == net::error::eof ||
@@ -129,6 +132,7 @@ struct HttpServer::Impl {
   net::io_context io{1};
   tcp::acceptor acceptor{io};
   net::steady_timer trim_timer{io};
+  net::steady_timer accept_timer{io};
 
   void accept();
   void shut_down();  // I/O thread: no more accepts, idle connections closed
@@ -155,6 +159,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
 
   void start() { read_head(); }
   bool reading() const { return reading_; }
+  bool idle() const { return reading_ && idle_; }
   void close() {
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -181,12 +186,19 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
  private:
   void read_head() {
     reading_ = true;
+    idle_ = buffer_.size() == 0;
     parser_.emplace();
     parser_->header_limit(static_cast<std::uint32_t>(server_.limits.max_header_bytes));
     parser_->body_limit(server_.limits.max_body_bytes);
+    // Chunk extensions count against the body limit with the data (Beast
+    // counts only the data): many chunks with long extensions cannot make
+    // the server read past --max-body.
+    framing_bytes_ = 0;
+    parser_->on_chunk_header(on_chunk_header_);  // Beast keeps a reference
     stream_.expires_after(server_.limits.header_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->idle_ = false;
                                self->on_head(ec);
                              });
   }
@@ -197,11 +209,39 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
       return fail(431, fmt::format("the request head is larger than {} bytes",
                                    server_.limits.max_header_bytes));
     }
+    if (ec == bhttp::error::buffer_overflow) {
+      return fail(431, fmt::format("the request head is larger than {} bytes",
+                                   server_.limits.max_header_bytes));
+    }
     if (ec) return quiet_error(ec) ? close() : fail(400, "malformed request: " + ec.message());
     if (server_.stopping) return fail(503, "the server is shutting down");
+    // RFC 9112 6.3: a request whose transfer coding the server does not
+    // know has no length it can trust; 400, and the connection closes (so
+    // what follows cannot run as a second request).
+    const auto& head = parser_->get();
+    if (const auto te = head.count(bhttp::field::transfer_encoding); te > 0) {
+      const std::string v = str(head[bhttp::field::transfer_encoding]);
+      if (te > 1 || !iequals(trim(v), "chunked")) {
+        return fail(400, fmt::format("Transfer-Encoding '{}' is not supported: only 'chunked', once",
+                                     v.substr(0, 100)));
+      }
+    }
     const auto length = parser_->content_length();
     if (length && *length > server_.limits.max_body_bytes) return too_large();
-    if (iequals(str(parser_->get()[bhttp::field::expect]), "100-continue")) {
+    // The Host, Origin and key checks see the head before the client is
+    // told to send its body (a request without one is filtered as before).
+    if (server_.filter && !parser_->is_done()) {
+      HttpRequest probe = request_from(head);
+      HttpResponse answer;
+      if (server_.filter(probe, answer)) {
+        keep_alive_ = false;
+        request_ = std::move(probe);
+        response_ = std::move(answer);
+        ++server_.requests;
+        return send_async();
+      }
+    }
+    if (iequals(str(head[bhttp::field::expect]), "100-continue")) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
       net::async_write(stream_, net::buffer(kContinue.data(), kContinue.size()),
                        [self = shared_from_this()](beast::error_code e, size_t) {
@@ -227,16 +267,16 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
 
   void on_body(beast::error_code ec) {
     if (ec == bhttp::error::body_limit) return too_large();
+    if (ec == bhttp::error::buffer_overflow) {
+      return fail(400, fmt::format("a chunk-size line or the trailers are longer than {} bytes",
+                                   kFramingLine));
+    }
     if (ec) return quiet_error(ec) ? close() : fail(400, "malformed request: " + ec.message());
     stream_.expires_never();
     reading_ = false;
     auto& req = parser_->get();
     large_ = req.body().size() >= kLarge;
-    request_ = HttpRequest{};
-    request_.method = str(req.method_string());
-    request_.target = str(req.target());
-    request_.path = request_.target.substr(0, request_.target.find('?'));
-    for (const auto& field : req) request_.headers.emplace_back(str(field.name_string()), str(field.value()));
+    request_ = request_from(req);
     keep_alive_ = req.keep_alive();
     head_sent_ = failed_ = false;
     try {
@@ -247,6 +287,21 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
     }
     parser_.reset();
     dispatch();
+  }
+
+  static HttpRequest request_from(const bhttp::request<bhttp::string_body>& req) {
+    HttpRequest r;
+    r.method = str(req.method_string());
+    r.target = str(req.target());
+    r.path = r.target.substr(0, r.target.find('?'));
+    for (const auto& field : req) r.headers.emplace_back(str(field.name_string()), str(field.value()));
+    return r;
+  }
+
+  static std::string_view trim(std::string_view v) {
+    while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+    while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+    return v;
   }
 
   void dispatch() {
@@ -288,7 +343,9 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
 
   // The response, written from the worker; then the I/O thread goes on.
   void finish_on_worker() {
-    if (response_.stream) {
+    if (response_.abandoned) {  // the client left: no answer pretends otherwise
+      failed_ = true;
+    } else if (response_.stream) {
       response_.stream(*this);
       if (!failed_ && (head_sent_ || send_head())) failed_ = !send_all("0\r\n\r\n");
     } else {
@@ -405,7 +462,19 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
 
   beast::tcp_stream stream_;
   Impl& server_;
-  beast::flat_buffer buffer_;
+  // Bounded: a chunk-size line (with its extensions) or a trailer section
+  // that does not fit is a 400, and no header field reaches Beast's 64 KiB
+  // limit, which it enforces by throwing.
+  beast::flat_buffer buffer_{kFramingLine};
+  size_t framing_bytes_ = 0;  // chunk-size lines read so far
+  std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_header_ =
+      [this](std::uint64_t size, beast::string_view extensions, beast::error_code& ec) {
+        framing_bytes_ += extensions.size() + 16;  // the size line's own bytes, roughly
+        if (framing_bytes_ + parser_->get().body().size() + size > server_.limits.max_body_bytes) {
+          ec = bhttp::error::body_limit;
+        }
+      };
+  bool idle_ = false;         // waiting for a request's first byte
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   HttpRequest request_;
   HttpResponse response_;
@@ -420,18 +489,43 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
 void HttpServer::Impl::accept() {
   acceptor.async_accept([this](beast::error_code ec, tcp::socket socket) {
     if (ec) {
-      if (!stopping && acceptor.is_open()) accept();
+      if (stopping || !acceptor.is_open()) return;
+      // Out of file descriptors: the connection waits in the backlog; try
+      // again shortly rather than spin on the same error.
+      if (ec == net::error::no_descriptors || ec == net::error::no_buffer_space || ec == net::error::no_memory) {
+        accept_timer.expires_after(std::chrono::milliseconds(50));
+        accept_timer.async_wait([this](beast::error_code e) {
+          if (!e && !stopping) accept();
+        });
+        return;
+      }
+      accept();
       return;
     }
+    std::erase_if(sessions, [](const std::weak_ptr<Session>& s) { return s.expired(); });
     if (n_connections.load() >= limits.max_connections) {
-      beast::error_code ignored;
-      socket.close(ignored);
-    } else {
-      std::erase_if(sessions, [](const std::weak_ptr<Session>& s) { return s.expired(); });
-      auto s = std::make_shared<Session>(std::move(socket), *this);
-      sessions.push_back(s);
-      s->start();
+      // Full: the connection idle longest (no byte of a request yet) makes
+      // room, so a flood of idle sockets cannot lock out /health and live
+      // clients; with none idle, the new one is refused.
+      std::shared_ptr<Session> oldest_idle;
+      for (const auto& w : sessions) {
+        if (auto s = w.lock(); s && s->idle()) {
+          oldest_idle = std::move(s);
+          break;
+        }
+      }
+      if (oldest_idle) {
+        oldest_idle->close();
+      } else {
+        beast::error_code ignored;
+        socket.close(ignored);
+        accept();
+        return;
+      }
     }
+    auto s = std::make_shared<Session>(std::move(socket), *this);
+    sessions.push_back(s);
+    s->start();
     accept();
   });
 }
@@ -453,6 +547,7 @@ void HttpServer::Impl::shut_down() {
   beast::error_code ignored;
   acceptor.close(ignored);
   trim_timer.cancel();
+  accept_timer.cancel();
   for (auto& w : sessions) {
     if (auto s = w.lock(); s && s->reading()) s->close();
   }
@@ -508,7 +603,16 @@ void HttpServer::run() {
   // Requests on workers have no operation pending on the I/O thread: it
   // runs until stop() says so, not until it has nothing to wait for.
   auto keep = net::make_work_guard(s.io);
-  s.io.run();
+  // A handler that throws (Beast throws for a few limits of its own) ends
+  // that connection, not the server: run() goes on after it.
+  while (true) {
+    try {
+      s.io.run();
+      break;
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "serve: an HTTP connection ended on an error: {}\n", e.what());
+    }
+  }
   s.pool.stop();
 }
 

@@ -28,7 +28,7 @@ struct HttpLimits {
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds body_timeout{60'000};   // the whole body
   std::chrono::milliseconds write_timeout{30'000};  // one write to a client
-  size_t max_connections = 1024;  // more are closed at once
+  size_t max_connections = 1024;  // past it, the oldest idle one is closed (else the new one)
   int workers = 16;               // requests handled at once (a stream holds one)
 };
 
@@ -60,6 +60,9 @@ struct HttpResponse {
   std::string body;
   // Set: the body is streamed by this function after the handler returns.
   std::function<void(HttpConnection&)> stream;
+  // Set when the client left before an answer: the connection is closed
+  // with none (not a 200 with an empty body).
+  bool abandoned = false;
 };
 
 using HttpHandler = std::function<void(const HttpRequest&, HttpResponse&, HttpConnection&)>;

@@ -97,6 +97,7 @@ struct Server::Impl {
       checked = std::chrono::steady_clock::now();
       if (conn.gone()) {
         r->cancel();
+        res.abandoned = true;
         return;
       }
     }

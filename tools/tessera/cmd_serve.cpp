@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -115,9 +117,27 @@ int serve(ServeFlags& o) {
   sigwait(&stop_signals, &sig);
   fmt::print(stderr, "{}: finishing the requests in flight, then stopping\n",
              sig == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stderr);
+  // Stopping is bounded: whatever the requests are doing (a long prompt, a
+  // large embedding, a write to a stalled client), the process ends within
+  // 2 s of the signal, or at once on a second one.
+  std::atomic<bool> stopped{false};
+  std::thread watchdog([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(1800);
+    const timespec tick{0, 20'000'000};
+    while (!stopped.load() && std::chrono::steady_clock::now() < deadline) {
+      if (sigtimedwait(&stop_signals, nullptr, &tick) > 0) break;  // a second signal
+    }
+    if (stopped.load()) return;
+    fmt::print(stderr, "serve: the requests in flight did not finish in time; exiting\n");
+    std::fflush(stderr);
+    std::_Exit(0);
+  });
   l->generator.shutdown();  // every stream gets its last chunk and [DONE]
   http.stop();
   listener.join();
+  stopped = true;
+  watchdog.join();
   return 0;
 }
 
