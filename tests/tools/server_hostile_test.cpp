@@ -543,6 +543,53 @@ TEST_F(HostileTest, AFloodOfIdleSocketsCannotLockOutHealth) {
   EXPECT_EQ(r->status, 200);
 }
 
+// A field the server would ignore is named, never dropped: unknown keys,
+// and llama.cpp's samplers tessera lacks unless at the value that turns
+// them off (what clients that send every field send).
+TEST_F(HostileTest, UnknownAndUnimplementedFieldsAreNamed) {
+  httplib::Client c = server_->client();
+  const json base = {{"prompt", "Once"}, {"max_tokens", 2}};
+  const auto status = [&](const json& extra, const std::string& path = "/v1/completions") {
+    json b = base;
+    if (path == "/tokenize") b = {{"content", "x"}};
+    b.update(extra);
+    auto r = c.Post(path, b.dump(), "application/json");
+    return r ? std::make_pair(r->status, r->body) : std::make_pair(-1, std::string());
+  };
+  for (const auto& [extra, names] : std::vector<std::pair<json, std::string>>{
+           {{{"temprature", 0.5}}, "unknown field 'temprature'"},
+           {{{"mirostat", 2}}, "'mirostat'"},
+           {{{"typical_p", 0.5}}, "'typical_p'"},
+           {{{"dry_multiplier", 0.8}}, "'dry_multiplier'"},
+           {{{"xtc_probability", 0.5}}, "'xtc_probability'"},
+           {{{"top_n_sigma", 1.5}}, "'top_n_sigma'"},
+           {{{"min_tokens", 5}}, "'min_tokens'"},
+           {{{"n_probs", 3}}, "'n_probs'"},
+           {{{"tfs_z", 0.9}}, "'tfs_z'"},
+           {{{"samplers", {"top_k", "temperature"}}}, "'samplers'"},
+       }) {
+    const auto [code, body] = status(extra);
+    EXPECT_EQ(code, 400) << extra.dump();
+    EXPECT_NE(body.find(names), std::string::npos) << body;
+  }
+  EXPECT_EQ(status({{"x", 1}}, "/tokenize").first, 400);
+  // Off, they pass: SillyTavern-style bodies with every field.
+  const json neutral = {{"mirostat", 0}, {"mirostat_tau", 5}, {"mirostat_eta", 0.1}, {"typical_p", 1},
+                        {"tfs_z", 1}, {"dry_multiplier", 0}, {"dry_base", 1.75}, {"xtc_probability", 0},
+                        {"xtc_threshold", 0.1}, {"top_n_sigma", -1}, {"min_tokens", 0}, {"n_probs", 0},
+                        {"model", "m"}, {"user", "u"}};
+  const auto [code, body] = status(neutral);
+  EXPECT_EQ(code, 200) << body;
+  // --ignore-unknown-fields lets unknown keys through, not the samplers.
+  ServerProcess lax({"-m", model(), "-np", "1", "--ignore-unknown-fields"});
+  auto r = lax.client().Post("/v1/completions", R"({"prompt":"x","max_tokens":1,"temprature":1})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
+  r = lax.client().Post("/v1/completions", R"({"prompt":"x","max_tokens":1,"mirostat":2})", "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+}
+
 // SIGTERM ends the server within 2 s, whatever its requests are doing.
 TEST(HostileShutdown, SigtermEndsTheProcessWithinTwoSeconds) {
   ServerProcess s({"-m", slow_model(), "-np", "1", "-c", "4096"});

@@ -197,7 +197,8 @@ TEST_F(ServerTest, EmbeddingsAreUnitVectorsPerInput) {
   EXPECT_EQ(text.size(), (64 * 4 + 2) / 3 * 4);
   httplib::Client c = server_->client();
   expect_error(c.Post("/v1/embeddings", R"({"input":""})", "application/json"), 400, "empty");
-  expect_error(c.Post("/v1/embeddings", R"({"nope":1})", "application/json"), 400, "input");
+  expect_error(c.Post("/v1/embeddings", R"({})", "application/json"), 400, "input");
+  expect_error(c.Post("/v1/embeddings", R"({"input":"x","nope":1})", "application/json"), 400, "unknown field 'nope'");
 }
 
 TEST_F(ServerTest, LogprobsOfTheChosenTokens) {

@@ -7,6 +7,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
+#include <string_view>
 
 #include "server/http_error.h"
 #include "tessera/core/error.h"
@@ -116,7 +118,82 @@ std::vector<TokenId> chat_prompt(const ojson& body, const Tokenizer& tokenizer,
 
 // Fields that would change the output but are not implemented: a 400
 // naming the field, never silently ignored.
+// llama.cpp's sampler fields that tessera does not implement yet: each is
+// accepted at its neutral value (what clients that send every field send)
+// and a 400 naming it otherwise, never silently ignored.
+bool neutral_number(const ojson& v, double neutral) {
+  return v.is_null() || (v.is_number() && v.get<double>() == neutral);
+}
+
+void refuse_unimplemented_samplers(const ojson& body) {
+  struct Neutral {
+    const char* key;
+    double value;
+  };
+  // The field and the value that turns it off.
+  static constexpr Neutral kOff[] = {
+      {"n_probs", 0},        {"typical_p", 1},      {"tfs_z", 1},         {"mirostat", 0},
+      {"dry_multiplier", 0}, {"xtc_probability", 0}, {"min_tokens", 0},    {"dynatemp_range", 0},
+      {"n_indent", 0},       {"t_max_predict_ms", 0}};
+  for (const auto& [key, value] : kOff) {
+    if (const auto it = body.find(key); it != body.end() && !neutral_number(*it, value)) {
+      bad_request("'{}' is not supported by this server yet (only {} is accepted, which turns it off)", key,
+                  value);
+    }
+  }
+  // top_n_sigma: off at any value <= 0 (llama.cpp's -1).
+  if (const auto it = body.find("top_n_sigma"); it != body.end() && !it->is_null() &&
+                                                  !(it->is_number() && it->get<double>() <= 0)) {
+    bad_request("'top_n_sigma' is not supported by this server yet (only values <= 0, which turn it off)");
+  }
+  if (const auto it = body.find("samplers"); it != body.end() && !it->is_null()) {
+    bad_request("'samplers' (an order of samplers) is not supported by this server yet: its chain is fixed "
+                "(penalties, top-k, top-p, min-p, temperature)");
+  }
+}
+
+// Every field the completion endpoints read, and those that change nothing
+// in the output (model, user, store, metadata, service_tier).
+const std::set<std::string_view>& completion_fields() {
+  static const std::set<std::string_view> k = {
+      "prompt", "messages", "model", "max_tokens", "n_predict", "max_completion_tokens", "temperature",
+      "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty",
+      "repeat_last_n", "seed", "logit_bias", "ignore_eos", "cache_prompt", "n", "stop", "stream",
+      "stream_options", "logprobs", "top_logprobs", "best_of", "echo", "suffix", "modalities",
+      "functions", "function_call", "audio", "grammar", "json_schema", "response_format", "tools",
+      "tool_choice", "parallel_tool_calls", "chat_template_kwargs", "reasoning_format", "user", "store",
+      "metadata", "service_tier",
+      // Read only to be refused past their neutral values (above).
+      "n_probs", "typical_p", "tfs_z", "mirostat", "mirostat_tau", "mirostat_eta", "dry_multiplier",
+      "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability",
+      "xtc_threshold", "top_n_sigma", "min_tokens", "samplers", "dynatemp_range", "dynatemp_exponent",
+      "n_indent", "t_max_predict_ms"};
+  return k;
+}
+
+}  // namespace
+
+void refuse_unknown_fields(const ojson& body, Endpoint endpoint) {
+  static const std::set<std::string_view> kEmbeddings = {"input", "model", "encoding_format", "dimensions", "user"};
+  static const std::set<std::string_view> kTokenize = {"content", "add_special", "with_pieces"};
+  static const std::set<std::string_view> kDetokenize = {"tokens"};
+  const std::set<std::string_view>& known = endpoint == Endpoint::kCompletion   ? completion_fields()
+                                            : endpoint == Endpoint::kEmbeddings ? kEmbeddings
+                                            : endpoint == Endpoint::kTokenize   ? kTokenize
+                                                                                : kDetokenize;
+  for (const auto& [key, _] : body.items()) {
+    if (!known.contains(key)) {
+      bad_request("unknown field '{}' (the server refuses what it would ignore; "
+                  "--ignore-unknown-fields lets such fields through)",
+                  key.size() > 100 ? key.substr(0, 100) + "..." : key);
+    }
+  }
+}
+
+namespace {
+
 void refuse_unimplemented(const ojson& body) {
+  refuse_unimplemented_samplers(body);
   // functions / function_call: the deprecated spellings of tools / tool_choice.
   static constexpr const char* kRefused[] = {"functions", "function_call", "audio"};
   for (const char* key : kRefused) {

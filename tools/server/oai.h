@@ -20,6 +20,13 @@ namespace tessera::server {
 // 64 levels, refused while parsing).
 nlohmann::ordered_json parse_body(const std::string& body);
 
+// A 400 naming the first field of `body` the endpoint neither reads nor
+// knows to change nothing (unless the server runs with
+// --ignore-unknown-fields). llama.cpp's sampler fields tessera lacks are
+// refused by the parsers themselves past their neutral values.
+enum class Endpoint { kCompletion, kEmbeddings, kTokenize, kDetokenize };
+void refuse_unknown_fields(const nlohmann::ordered_json& body, Endpoint endpoint);
+
 // /v1/completions and /v1/chat/completions.
 struct CompletionRequest {
   bool chat = false;

@@ -74,9 +74,15 @@ struct Server::Impl {
     if (!ready.load()) throw HttpError(503, "the model is loading");
   }
 
+  nlohmann::ordered_json body(const HttpRequest& req, Endpoint endpoint) const {
+    nlohmann::ordered_json b = parse_body(req.body);
+    if (!options.ignore_unknown_fields) refuse_unknown_fields(b, endpoint);
+    return b;
+  }
+
   void complete(const HttpRequest& req, HttpResponse& res, HttpConnection& conn, bool chat_api) {
     require_ready();
-    CompletionRequest c = parse_completion(parse_body(req.body), chat_api, *tokenizer, *chat);
+    CompletionRequest c = parse_completion(body(req, Endpoint::kCompletion), chat_api, *tokenizer, *chat);
     const ResponseHead head = response_head(c, options.model_name);
     auto events = std::make_shared<serving::EventQueue>();
     auto r = std::make_shared<serving::Request>(std::move(c.prompt), std::move(c.params), events->sink());
@@ -113,7 +119,7 @@ struct Server::Impl {
 
   void embeddings(const HttpRequest& req, HttpResponse& res) {
     require_ready();
-    const EmbeddingRequest e = parse_embeddings(parse_body(req.body), *tokenizer);
+    const EmbeddingRequest e = parse_embeddings(body(req, Endpoint::kEmbeddings), *tokenizer);
     std::vector<std::vector<float>> vectors;
     for (const std::vector<TokenId>& input : e.inputs) vectors.push_back(embedder->embed(input));
     send_json(res, embeddings_response(e, vectors, options.model_name));
@@ -121,7 +127,7 @@ struct Server::Impl {
 
   void tokenize(const HttpRequest& req, HttpResponse& res) {
     require_ready();
-    const TokenizeRequest t = parse_tokenize(parse_body(req.body));
+    const TokenizeRequest t = parse_tokenize(body(req, Endpoint::kTokenize));
     const std::vector<TokenId> ids = tokenizer->tokenize(t.content, t.add_special, true);
     send_json(res, tokenize_response(ids, t.with_pieces, *tokenizer));
   }
@@ -181,9 +187,9 @@ struct Server::Impl {
     worker("POST", "/tokenize", [this](const auto& q, auto& s, auto&) { tokenize(q, s); });
     worker("POST", "/detokenize", [this](const auto& q, auto& s, auto&) {
       require_ready();
-      const auto body = parse_body(q.body);
-      const auto t = body.find("tokens");
-      if (t == body.end()) bad_request("'tokens' must be an array of token ids");
+      const auto b = body(q, Endpoint::kDetokenize);
+      const auto t = b.find("tokens");
+      if (t == b.end()) bad_request("'tokens' must be an array of token ids");
       send_json(s, detokenize_response(token_ids(*t, "tokens", tokenizer->n_vocab()), *tokenizer));
     });
   }

@@ -29,6 +29,8 @@ struct ServerOptions {
   // Origins whose pages may call the API from a browser ("*": any); others
   // are refused with 403. Same-origin requests (the chat page) always pass.
   std::vector<std::string> cors_origins;
+  // Fields no endpoint reads are a 400 unless this is set.
+  bool ignore_unknown_fields = false;
 };
 
 class Server {

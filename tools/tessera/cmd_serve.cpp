@@ -177,6 +177,8 @@ Runner add_serve(CLI::App& app, const MpiWorld& world) {
                   "Largest request body in bytes, as sent and decoded (413 past it)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  cmd->add_flag("--ignore-unknown-fields", o->http.ignore_unknown_fields,
+               "Let request fields no endpoint reads through (default: a 400 naming the field)");
   cmd->add_option("--cors-origin", o->http.cors_origins,
                   "An origin whose web pages may call the API (repeatable; '*': any). Other "
                   "origins get 403; none is allowed by default")
