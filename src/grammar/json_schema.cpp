@@ -130,6 +130,19 @@ class Converter {
     fail(ErrorCategory::kInvalidArgument, "[json schema] at '{}': {}", at.empty() ? "/" : at, what);
   }
 
+  // A count keyword (minLength, maxItems, ...): absent gives `dflt`; otherwise a whole number no larger
+  // than `cap` (a float such as 3e29 must not reach an integer conversion).
+  static int64_t count(const json& s, const char* key, int64_t dflt, int64_t cap, const std::string& at) {
+    if (!s.contains(key)) return dflt;
+    const json& v = s[key];
+    if (!v.is_number()) unsupported(at + "/" + key, "expected a whole number");
+    const double d = v.get<double>();
+    if (!(d >= 0 && d <= static_cast<double>(cap)) || d != std::floor(d)) {
+      unsupported(at + "/" + key, fmt::format("expected a whole number from 0 to {}", cap));
+    }
+    return static_cast<int64_t>(d);
+  }
+
   static std::string escape_pointer(const std::string& key) {
     std::string out;
     for (char c : key) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
@@ -292,9 +305,9 @@ class Converter {
       if (it == formats.end()) unsupported(at + "/format", fmt::format("format '{}' is not supported", f));
       return "\"\\\"\" " + it->second + " \"\\\"\" ws";
     }
-    const int64_t lo = s.value("minLength", int64_t{0});
-    const int64_t hi = s.value("maxLength", int64_t{-1});
-    if (lo < 0 || (hi >= 0 && hi < lo) || lo > 4096 || hi > 4096) {
+    const int64_t lo = count(s, "minLength", 0, 4096, at);
+    const int64_t hi = count(s, "maxLength", -1, 4096, at);
+    if (hi >= 0 && hi < lo) {
       unsupported(at + "/maxLength", "lengths must satisfy 0 <= minLength <= maxLength <= 4096");
     }
     if (lo == 0 && hi < 0) return "json-string";
@@ -391,9 +404,9 @@ class Converter {
     } else if (prefix.empty()) {
       item = "json-value";
     }
-    const int64_t lo = s.value("minItems", int64_t{0});
-    const int64_t hi = s.value("maxItems", int64_t{-1});
-    if (lo < 0 || (hi >= 0 && hi < lo) || lo > 1024 || hi > 1024) {
+    const int64_t lo = count(s, "minItems", 0, 1024, at);
+    const int64_t hi = count(s, "maxItems", -1, 1024, at);
+    if (hi >= 0 && hi < lo) {
       unsupported(at + "/maxItems", "counts must satisfy 0 <= minItems <= maxItems <= 1024");
     }
     if (!prefix.empty()) {

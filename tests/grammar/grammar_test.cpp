@@ -473,6 +473,14 @@ TEST(JsonSchema, UnsupportedKeywordsNameTheirPointer) {
   EXPECT_NE(error(R"({"type": 5})").find("wrong type"), std::string::npos);
   EXPECT_NE(error(R"({"allOf": [3]})").find("'/allOf/0'"), std::string::npos);
   EXPECT_NE(error(R"({"type": "array", "prefixItems": [true, true], "maxItems": 1})").find("'/maxItems'"), std::string::npos);
+  // Counts are whole numbers in range; a float past int64 once reached an integer conversion (UB).
+  EXPECT_NE(error(R"({"type": "array", "minItems": 3.3e29})").find("'/minItems'"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "array", "maxItems": 2.5})").find("whole number"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "string", "minLength": -1})").find("'/minLength'"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "string", "maxLength": "3"})").find("'/maxLength'"), std::string::npos);
+  EXPECT_NE(error(R"({"type": "string", "maxLength": 1e300})").find("from 0 to 4096"), std::string::npos);
+  EXPECT_TRUE(fits(json_schema_to_grammar(nlohmann::ordered_json::parse(R"({"type": "array", "minItems": 2.0})")),
+                   "[1, 2]"));
 }
 
 }  // namespace
