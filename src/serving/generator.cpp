@@ -199,7 +199,12 @@ void Generator::shutdown() {
 
 GeneratorMetrics Generator::metrics() const {
   std::lock_guard lock(mutex_);
-  return metrics_;
+  GeneratorMetrics m = metrics_;
+  m.queued = static_cast<int>(queue_.size());
+  if (m.queued > 0 || m.slots_busy > 0) {
+    m.seconds_since_progress = std::chrono::duration<double>(Clock::now() - last_progress_).count();
+  }
+  return m;
 }
 
 void Generator::loop() {
@@ -211,6 +216,7 @@ void Generator::loop() {
                                     [](auto& s) { return s->state != Slot::State::kIdle; });
       if (!busy) cv_.wait(lock, [&] { return stopping_ || !queue_.empty() || !tasks_.empty(); });
       stopping = stopping_;
+      if (!busy) last_progress_ = Clock::now();  // took up work after waiting for it
     }
     run_tasks();
     if (stopping) {
@@ -347,6 +353,7 @@ void Generator::admit() {
       }
       assign(*best, std::move(*it));
       it = queue_.erase(it);
+      ++metrics_.slots_busy;  // now, not after the step (a stall shows while it runs)
     }
     metrics_.queued = static_cast<int>(queue_.size());
   }
@@ -449,6 +456,7 @@ void Generator::collect(bool sample) {
     {
       std::lock_guard lock(mutex_);
       ++metrics_.steps;
+      last_progress_ = Clock::now();
     }
     if (!sample) return;
     for (Slot* s : slots) {

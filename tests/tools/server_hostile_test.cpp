@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -588,6 +589,81 @@ TEST_F(HostileTest, UnknownAndUnimplementedFieldsAreNamed) {
   r = lax.client().Post("/v1/completions", R"({"prompt":"x","max_tokens":1,"mirostat":2})", "application/json");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
+}
+
+// /health tells a generator that makes no progress: with a 1 ms deadline,
+// one long prompt batch is enough to show it, and it clears once done.
+TEST(HostileHealth, AStalledGeneratorMakesHealthA503) {
+  ServerProcess s({"-m", slow_model(), "-np", "1", "-c", "4096", "-b", "4096", "--health-stall-ms", "1"});
+  std::string prompt;
+  for (int i = 0; i < 300; ++i) prompt += "Once upon a time there was a cat. ";
+  std::atomic<bool> done{false};
+  std::thread client([&] {
+    auto r = s.client().Post("/v1/completions", json({{"prompt", prompt}, {"max_tokens", 2}}).dump(),
+                             "application/json");
+    EXPECT_TRUE(r && r->status == 200);
+    done = true;
+  });
+  int stalled = 0, polls = 0;
+  std::string message;
+  while (!done.load()) {
+    auto h = s.client().Get("/health");
+    ++polls;
+    if (h && h->status == 503) {
+      ++stalled;
+      message = h->body;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  client.join();
+  EXPECT_GT(stalled, 0) << polls << " polls";
+  EXPECT_NE(message.find("has not finished a step"), std::string::npos) << message;
+  auto h = s.client().Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200) << h->body;  // idle: nothing waits, nothing stalls
+}
+
+// Sixteen large /tokenize bodies at once held 4 GB: one budget for the
+// requests in flight admits what fits (a 2 MB body costs 2 + 128 MB while
+// handled) and answers the rest 503 with Retry-After.
+TEST(HostileMemory, RequestsInFlightShareOneBudget) {
+  ServerProcess s({"-m", model(), "-np", "1", "--max-body", "2097152", "--max-request-memory", "256"});
+  std::string text;
+  while (text.size() < (size_t{2} << 20) - 64) text += "Once upon a time there was a cat. ";
+  const std::string body = json({{"content", text}}).dump();
+  ASSERT_LE(body.size(), size_t{2} << 20);
+  const long before = s.peak_rss_kib();
+  std::vector<std::thread> clients;
+  std::atomic<int> refused{0}, answered{0};
+  std::string refusal;
+  std::mutex m;
+  for (int i = 0; i < 16; ++i) {
+    clients.emplace_back([&] {
+      Raw c(s.port());
+      c.send(post_bytes("/tokenize", body));
+      const std::string r = c.receive(std::chrono::milliseconds(60000));
+      if (status_of(r) == 503) {
+        ++refused;
+        std::lock_guard lock(m);
+        refusal = r;
+      } else if (status_of(r) > 0) {
+        ++answered;
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(refused + answered, 16);
+  EXPECT_GE(answered.load(), 1);
+  EXPECT_GE(refused.load(), 8);  // at most one fits at a time; some finish before others arrive
+  EXPECT_NE(refusal.find("Retry-After: 1"), std::string::npos) << refusal.substr(0, 300);
+  EXPECT_NE(refusal.find("--max-request-memory"), std::string::npos) << refusal.substr(0, 300);
+  const long grew_mib = (s.peak_rss_kib() - before) >> 10;
+  EXPECT_LT(grew_mib, 400) << "peak RSS grew " << grew_mib << " MiB";
+  RecordProperty("tokenize_16x2MB_peak_growth_mib", static_cast<int>(grew_mib));
+  RecordProperty("tokenize_16x2MB_refused", refused.load());
+  auto h = s.client().Get("/health");
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->status, 200);
 }
 
 // SIGTERM ends the server within 2 s, whatever its requests are doing.

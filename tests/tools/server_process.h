@@ -87,11 +87,13 @@ class ServerProcess {
     return ss.str();
   }
   // Resident set size in KiB, from /proc.
-  long rss_kib() const {
+  long rss_kib() const { return status_kib("VmRSS:"); }
+  long peak_rss_kib() const { return status_kib("VmHWM:"); }
+  long status_kib(const std::string& field) const {
     std::ifstream in("/proc/" + std::to_string(pid_) + "/status");
     std::string line;
     while (std::getline(in, line)) {
-      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+      if (line.rfind(field, 0) == 0) return std::stol(line.substr(field.size()));
     }
     return -1;
   }

@@ -51,6 +51,32 @@ struct Route {
   std::string method, path;
   HttpHandler handler;
   bool quick = false;
+  size_t cost_per_byte = 0;
+};
+
+// The bytes requests in flight may hold, all together.
+class Budget {
+ public:
+  explicit Budget(size_t limit) : limit_(limit) {}
+  // Adds `more` to `held` when it fits.
+  bool grow(size_t& held, size_t more) {
+    size_t used = used_.load();
+    do {
+      if (more > limit_ || used > limit_ - more) return false;
+    } while (!used_.compare_exchange_weak(used, used + more));
+    held += more;
+    return true;
+  }
+  void release(size_t& held) {
+    used_ -= held;
+    held = 0;
+  }
+  size_t used() const { return used_.load(); }
+  size_t limit() const { return limit_; }
+
+ private:
+  const size_t limit_;
+  std::atomic<size_t> used_{0};
 };
 
 // Requests handled off the I/O thread.
@@ -111,10 +137,11 @@ bool quiet_error(const beast::error_code& ec) {
 }  // namespace
 
 struct HttpServer::Impl {
-  explicit Impl(HttpLimits l) : limits(l) {}
+  explicit Impl(HttpLimits l) : limits(l), budget(l.max_inflight_bytes) {}
   class Session;
 
   HttpLimits limits;
+  Budget budget;
   std::vector<Route> routes;
   std::function<bool(const HttpRequest&, HttpResponse&)> filter;
   std::function<std::string(int, const std::string&)> error_body;
@@ -155,7 +182,10 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
   Session(tcp::socket socket, Impl& server) : stream_(std::move(socket)), server_(server) {
     ++server_.n_connections;
   }
-  ~Session() override { --server_.n_connections; }
+  ~Session() override {
+    server_.budget.release(held_);
+    --server_.n_connections;
+  }
 
   void start() { read_head(); }
   bool reading() const { return reading_; }
@@ -228,6 +258,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
     }
     const auto length = parser_->content_length();
     if (length && *length > server_.limits.max_body_bytes) return too_large();
+    if (length && !server_.budget.grow(held_, *length)) return budget_full();
     // The Host, Origin and key checks see the head before the client is
     // told to send its body (a request without one is filtered as before).
     if (server_.filter && !parser_->is_done()) {
@@ -259,6 +290,16 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
                       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_body(ec); });
   }
 
+  void budget_full() {
+    budget_full_ = false;
+    keep_alive_ = false;
+    response_ = server_.error(503, fmt::format("the requests in flight hold the server's memory for requests "
+                                               "({} MiB, --max-request-memory): retry later",
+                                               server_.budget.limit() >> 20));
+    response_.headers.emplace_back("Retry-After", "1");
+    send_async();
+  }
+
   void too_large() {
     large_ = true;
     fail(413, fmt::format("the body is larger than the server accepts ({} bytes)",
@@ -266,6 +307,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
   }
 
   void on_body(beast::error_code ec) {
+    if (budget_full_) return budget_full();
     if (ec == bhttp::error::body_limit) return too_large();
     if (ec == bhttp::error::buffer_overflow) {
       return fail(400, fmt::format("a chunk-size line or the trailers are longer than {} bytes",
@@ -285,7 +327,11 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
     } catch (const HttpError& e) {
       return fail(e.status(), e.what());
     }
+    const size_t sent = req.body().size();
     parser_.reset();
+    if (request_.body.size() > sent && !server_.budget.grow(held_, request_.body.size() - sent)) {
+      return budget_full();
+    }
     dispatch();
   }
 
@@ -325,6 +371,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
       run_handler(*route);
       return send_async();
     }
+    if (!server_.budget.grow(held_, request_.body.size() * route->cost_per_byte)) return budget_full();
     ++server_.busy;
     server_.pool.post([self = shared_from_this(), route] {
       self->run_handler(*route);
@@ -436,6 +483,7 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
   // burst of large requests leaves no lasting growth.
   void release() {
     const bool large = std::exchange(large_, false) || buffer_.capacity() >= kLarge;
+    server_.budget.release(held_);
     request_ = HttpRequest{};
     response_ = HttpResponse{};
     parser_.reset();
@@ -467,10 +515,15 @@ class HttpServer::Impl::Session : public std::enable_shared_from_this<Session>,
   // limit, which it enforces by throwing.
   beast::flat_buffer buffer_{kFramingLine};
   size_t framing_bytes_ = 0;  // chunk-size lines read so far
+  size_t held_ = 0;           // bytes of the budget this request holds
+  bool budget_full_ = false;  // a chunk did not fit the budget
   std::function<void(std::uint64_t, beast::string_view, beast::error_code&)> on_chunk_header_ =
       [this](std::uint64_t size, beast::string_view extensions, beast::error_code& ec) {
         framing_bytes_ += extensions.size() + 16;  // the size line's own bytes, roughly
         if (framing_bytes_ + parser_->get().body().size() + size > server_.limits.max_body_bytes) {
+          ec = bhttp::error::body_limit;
+        } else if (!server_.budget.grow(held_, size)) {
+          budget_full_ = true;
           ec = bhttp::error::body_limit;
         }
       };
@@ -558,8 +611,8 @@ HttpServer::HttpServer(HttpLimits limits) : impl_(std::make_shared<Impl>(limits)
 HttpServer::~HttpServer() { stop(); }
 
 void HttpServer::route(const std::string& method, const std::string& path, HttpHandler handler,
-                       bool quick) {
-  impl_->routes.push_back({method, path, std::move(handler), quick});
+                       bool quick, size_t cost_per_byte) {
+  impl_->routes.push_back({method, path, std::move(handler), quick, cost_per_byte});
 }
 
 void HttpServer::set_filter(std::function<bool(const HttpRequest&, HttpResponse&)> filter) {
@@ -634,5 +687,7 @@ void HttpServer::stop() {
 }
 
 size_t HttpServer::connections() const { return impl_->n_connections.load(); }
+
+size_t HttpServer::inflight_bytes() const { return impl_->budget.used(); }
 
 }  // namespace tessera::server

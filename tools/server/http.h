@@ -29,6 +29,10 @@ struct HttpLimits {
   std::chrono::milliseconds body_timeout{60'000};   // the whole body
   std::chrono::milliseconds write_timeout{30'000};  // one write to a client
   size_t max_connections = 1024;  // past it, the oldest idle one is closed (else the new one)
+  // One budget for every request in flight: its body as it arrives (as
+  // declared, chunk by chunk, as decoded), then the route's cost per byte
+  // for what handling makes of it. A request that does not fit is a 503.
+  size_t max_inflight_bytes = size_t{1} << 30;
   int workers = 16;               // requests handled at once (a stream holds one)
 };
 
@@ -75,9 +79,11 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // An exact path. `quick` handlers run on the I/O thread and must not
-  // block; the others run on a worker.
+  // block; the others run on a worker. `cost_per_byte`: the memory handling
+  // takes per byte of body (parsed JSON, tokens, grammars), held from the
+  // budget while the request runs.
   void route(const std::string& method, const std::string& path, HttpHandler handler,
-             bool quick = false);
+             bool quick = false, size_t cost_per_byte = 0);
   // Runs before routing on every request (the API key, Host and Origin
   // checks); true when it answered the request itself.
   void set_filter(std::function<bool(const HttpRequest&, HttpResponse&)> filter);
@@ -97,6 +103,8 @@ class HttpServer {
   void stop();
 
   size_t connections() const;
+  // Bytes of the budget held by requests in flight.
+  size_t inflight_bytes() const;
 
  private:
   struct Impl;

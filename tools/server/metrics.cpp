@@ -30,6 +30,9 @@ std::string prometheus_text(const serving::GeneratorMetrics& m) {
   metric("kv_cells_used", "gauge", "KV cache cells in use.", double(m.kv_cells_used));
   metric("kv_cells", "gauge", "KV cache cells.", double(m.kv_cells));
   metric("decode_steps_total", "counter", "Batches decoded.", double(m.steps));
+  metric("seconds_since_progress", "gauge",
+         "While requests wait or run: seconds since the generator last finished a step.",
+         m.seconds_since_progress);
   metric("plans_built_total", "counter", "Graphs built and planned (one per batch shape).",
          double(m.plans_built));
   return out;

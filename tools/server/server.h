@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,12 +26,18 @@ struct ServerOptions {
   std::string api_key;  // empty: none asked
   std::string model_name;
   size_t max_body_bytes = size_t{8} << 20;
+  // Memory all requests in flight may hold together (bodies and what
+  // handling makes of them); past it, a 503 with Retry-After.
+  size_t max_request_memory = size_t{1} << 30;
   int http_threads = 16;  // requests handled at once (streams hold one each)
   // Origins whose pages may call the API from a browser ("*": any); others
   // are refused with 403. Same-origin requests (the chat page) always pass.
   std::vector<std::string> cors_origins;
   // Fields no endpoint reads are a 400 unless this is set.
   bool ignore_unknown_fields = false;
+  // /health answers 503 when requests wait or run and the generator has
+  // not finished a step for this long.
+  std::chrono::milliseconds health_stall{30'000};
 };
 
 class Server {

@@ -37,6 +37,8 @@ struct ServeFlags {
   int64_t n_batch = 512;
   std::string chat_template;
   std::string pooling;
+  int64_t health_stall_ms = 30000;
+  size_t max_request_memory_mib = 1024;
 };
 
 // What serving needs once the model is loaded, owned together and built in
@@ -85,6 +87,8 @@ int serve(ServeFlags& o) {
   // Each open stream holds an HTTP thread: room for every slot twice over
   // (streams queued for a slot too) plus quick requests beside them.
   o.http.http_threads = std::max(16, 2 * o.slots + 8);
+  o.http.health_stall = std::chrono::milliseconds(o.health_stall_ms);
+  o.http.max_request_memory = o.max_request_memory_mib << 20;
   server::Server http(o.http);
   const int port = http.bind();
   std::thread listener([&] { http.listen(); });
@@ -177,6 +181,16 @@ Runner add_serve(CLI::App& app, const MpiWorld& world) {
                   "Largest request body in bytes, as sent and decoded (413 past it)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30));
+  cmd->add_option("--max-request-memory", o->max_request_memory_mib,
+                  "MiB all requests in flight may hold together: bodies, and 64 bytes per body byte "
+                  "while one is handled (503 with Retry-After past it)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{16}, size_t{1} << 20));
+  cmd->add_option("--health-stall-ms", o->health_stall_ms,
+                  "/health answers 503 when requests wait or run and no decode step has "
+                  "finished for this long")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{24} * 3600 * 1000));
   cmd->add_flag("--ignore-unknown-fields", o->http.ignore_unknown_fields,
                "Let request fields no endpoint reads through (default: a 400 naming the field)");
   cmd->add_option("--cors-origin", o->http.cors_origins,

@@ -181,6 +181,10 @@ struct GeneratorMetrics {
   int64_t kv_cells_used = 0, kv_cells = 0;
   uint64_t steps = 0;
   uint64_t plans_built = 0;  // graphs built and planned (one per batch shape)
+  // While requests wait or run: seconds since the generator thread last
+  // finished a step or took up work (0 when it has none). A stuck thread
+  // shows here; a long prompt's batch does too, for its length.
+  double seconds_since_progress = 0;
 };
 
 // What /v1/models and the Node package's model info report.
@@ -277,6 +281,7 @@ class Generator {
   bool started_ = false;  // start() ran (mutex_)
   int last_slot_ = 0;  // the slot whose request ended last
   GeneratorMetrics metrics_;
+  std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();  // mutex_
   std::thread thread_;
 };
 
