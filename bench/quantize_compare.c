@@ -155,7 +155,7 @@ static int hashes(void) {
     const char* name;
     int type;
   } types[] = {{"q2_k", 10}, {"q3_k", 11},   {"q4_k", 12},   {"q5_k", 13}, {"q6_k", 14}, {"iq4_nl", 20},
-               {"iq4_xs", 23}, {"q4_0", 2}, {"q4_1", 3}, {"q5_0", 6}, {"q5_1", 7}};
+               {"iq4_xs", 23}, {"q4_0", 2}, {"q4_1", 3}, {"q5_0", 6}, {"q5_1", 7}, {"mxfp4", 39}};
   static float x[kRows * kPerRow], w[kPerRow];
   static unsigned char q[kRows * kPerRow * 2];
   make_rows(x);

@@ -50,7 +50,7 @@ constexpr std::array kTable = {
     Entry{DType::kBF16, {"bf16", 1, 2, false, true, true}},
     Entry{DType::kTQ1_0, {"tq1_0", kQKK, 54, true, false, false}},
     Entry{DType::kTQ2_0, {"tq2_0", kQKK, 66, true, false, false}},
-    Entry{DType::kMXFP4, {"mxfp4", kQK, 17, true, false, false}},
+    Entry{DType::kMXFP4, {"mxfp4", kQK, 17, true, true, true}},
 };
 
 const Entry* find_entry(uint32_t raw) {

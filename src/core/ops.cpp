@@ -208,4 +208,27 @@ Tensor* mul_mat(Graph& g, Tensor* w, Tensor* x) {
   return g.new_node(Op::kMulMat, DType::kF32, {w->ne[1], x->ne[1], x->ne[2], x->ne[3]}, {w, x});
 }
 
+Tensor* mul_mat_id(Graph& g, Tensor* w, Tensor* x, Tensor* ids) {
+  constexpr Op op = Op::kMulMatId;
+  detail::expect(w->ne[3] == 1 && !w->is_transposed(), op, *w,
+                 "experts [K, M, n_expert] with contiguous rows");
+  detail::expect(x->type == DType::kF32 && x->ne[3] == 1 && x->ne[0] == w->ne[0] && !x->is_transposed(),
+                 op, *x, fmt::format("an f32 input [{}, n_x, T] with contiguous rows", w->ne[0]));
+  detail::expect(ids->type == DType::kI32 && ids->ne[2] == 1 && ids->ne[3] == 1 &&
+                     ids->ne[1] == x->ne[2] && ids->ne[0] % x->ne[1] == 0,
+                 op, *ids, fmt::format("i32 ids [n_used, {}] with n_used a multiple of {}", x->ne[2], x->ne[1]));
+  return g.new_node(op, DType::kF32, {w->ne[1], ids->ne[0], x->ne[2], 1}, {w, x, ids});
+}
+
+Tensor* add_id(Graph& g, Tensor* a, Tensor* b, Tensor* ids) {
+  constexpr Op op = Op::kAddId;
+  detail::expect(a->type == DType::kF32 && a->ne[3] == 1, op, *a, "an f32 a [ne0, ne1, ne2]");
+  detail::expect(b->type == DType::kF32 && b->ne[0] == a->ne[0] && b->ne[2] == 1 && b->ne[3] == 1, op,
+                 *b, fmt::format("f32 bias rows [{}, n]", a->ne[0]));
+  detail::expect(ids->type == DType::kI32 && ids->ne[0] == a->ne[1] && ids->ne[1] == a->ne[2] &&
+                     ids->ne[2] == 1 && ids->ne[3] == 1,
+                 op, *ids, fmt::format("i32 ids [{}, {}]", a->ne[1], a->ne[2]));
+  return g.new_node(op, DType::kF32, a->ne, {a, b, ids});
+}
+
 }  // namespace tessera::ops

@@ -242,10 +242,12 @@ void dequantize_row(DType type, const void* src, float* dst, int64_t n) {
       return dequantize_row_iq4_nl_ref(static_cast<const block_iq4_nl*>(src), dst, n);
     case DType::kIQ4_XS:
       return dequantize_row_iq4_xs_ref(static_cast<const block_iq4_xs*>(src), dst, n);
+    case DType::kMXFP4:
+      return dequantize_row_mxfp4_ref(static_cast<const block_mxfp4*>(src), dst, n);
     default:
       fail(ErrorCategory::kUnsupported,
            "[dequantize_row] found type {}, expected one with a reference dequantizer "
-           "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k..q6_k, q8_k, iq4_nl, iq4_xs)",
+           "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k..q6_k, q8_k, iq4_nl, iq4_xs, mxfp4)",
            dtype_name(type));
   }
 }
@@ -286,10 +288,12 @@ void quantize_row(DType type, const float* src, void* dst, int64_t n) {
       return quantize_row_iq4_xs_ref(src, static_cast<block_iq4_xs*>(dst), n);
     case DType::kQ8_K:
       return quantize_row_q8_K_ref(src, static_cast<block_q8_K*>(dst), n);
+    case DType::kMXFP4:
+      return quantize_row_mxfp4_ref(src, static_cast<block_mxfp4*>(dst), n);
     default:
       fail(ErrorCategory::kUnsupported,
            "[quantize_row] found type {}, expected one with a reference quantizer "
-           "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k..q6_k, q8_k, iq4_nl, iq4_xs)",
+           "(f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q2_k..q6_k, q8_k, iq4_nl, iq4_xs, mxfp4)",
            dtype_name(type));
   }
 }

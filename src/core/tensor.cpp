@@ -42,6 +42,8 @@ std::string_view op_name(Op op) {
     case Op::kDiagMaskInf: return "DIAG_MASK_INF";
     case Op::kArgsort: return "ARGSORT";
     case Op::kMulMat: return "MUL_MAT";
+    case Op::kMulMatId: return "MUL_MAT_ID";
+    case Op::kAddId: return "ADD_ID";
     case Op::kFlashAttnExt: return "FLASH_ATTN_EXT";
     case Op::kRope: return "ROPE";
     case Op::kIm2Col: return "IM2COL";
@@ -63,6 +65,7 @@ std::string_view unary_op_name(UnaryOp op) {
     case UnaryOp::kHardSigmoid: return "HARDSIGMOID";
     case UnaryOp::kHardSwish: return "HARDSWISH";
     case UnaryOp::kTanh: return "TANH";
+    case UnaryOp::kSigmoid: return "SIGMOID";
     case UnaryOp::kCount: break;
   }
   return "?";

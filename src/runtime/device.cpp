@@ -37,8 +37,9 @@ int64_t offload_min_batch() {
 
 bool Device::offload_op(const Tensor& node) const {
   if (node.op == Op::kGetRows) return false;
-  // ne[1] of the result is the batch: tokens for matmul, rows for the rest.
-  return node.ne[1] >= offload_min_batch();
+  // ne[1] of the result is the batch: tokens for matmul, rows for the rest;
+  // MUL_MAT_ID's tokens are its ne[2] (ne[1] the experts each picks).
+  return (node.op == Op::kMulMatId ? node.ne[2] : node.ne[1]) >= offload_min_batch();
 }
 
 std::unique_ptr<Event> Device::make_event() {

@@ -3,6 +3,7 @@ tessera_add_test(cpu_kernels_test LABELS unit
   SOURCES backends/repack_test.cpp backends/quantize_test.cpp backends/mat_kernels_test.cpp
           backends/mul_mat_test.cpp backends/attn_kernel_test.cpp
           backends/row_kernels_test.cpp backends/set_rows_test.cpp backends/thread_pool_test.cpp
+          backends/moe_ops_test.cpp
   LIBS tessera_backends)
 
 # The GEMV group kernels keep their software prefetches (the compiler once

@@ -65,6 +65,8 @@ double unary_value(UnaryOp op, double x, double p) {
       return x * hardsigmoid(x);
     case UnaryOp::kTanh:
       return std::tanh(x);
+    case UnaryOp::kSigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
     case UnaryOp::kCount:
       break;
   }
@@ -190,7 +192,8 @@ std::vector<Case> unary_cases() {
   for (int u = 0; u < static_cast<int>(UnaryOp::kCount); ++u) {
     const auto op = static_cast<UnaryOp>(u);
     // The hard* functions are piecewise beyond +-3: cover their flat parts too.
-    const bool hard = op == UnaryOp::kHardSigmoid || op == UnaryOp::kHardSwish;
+    // (and the sigmoid its tails, where 1 / (1 + e^-x) saturates).
+    const bool hard = op == UnaryOp::kHardSigmoid || op == UnaryOp::kHardSwish || op == UnaryOp::kSigmoid;
     auto more = map_cases(
         std::string(unary_op_name(op)),
         [op](Graph& g, Tensor* a) { return ops::unary(g, a, op, 0.1f); },

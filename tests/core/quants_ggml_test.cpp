@@ -1,4 +1,4 @@
-// The K-quant and IQ4 quantizers give ggml's bytes: fixed pseudo-random rows
+// The K-quant, IQ4 and MXFP4 quantizers give ggml's bytes: fixed pseudo-random rows
 // (uniform, weight-like, outliers, tiny values whose f16 scales go subnormal,
 // all equal, all positive, zero blocks among others, heavy centre) quantized
 // here must hash to what ggml_quantize_chunk from llama.cpp's prebuilt
@@ -84,6 +84,7 @@ const Expected kExpected[] = {
     {DType::kQ6_K, {0x3fd782cf527410c1ull, 0xfe28d01c1c3e622bull, 0xf0219108600a8b55ull, 0x7e110752f7daa09full, 0x39fffff3fa1c9a25ull, 0x53c8518026a37c0full, 0x6c8cb0013732dc6cull, 0xae953294b5fd101full}},
     {DType::kIQ4_NL, {0x72d24cd417c088dcull, 0xdfd12edb9e4c30b7ull, 0x84c8bf6bdf0fc583ull, 0xb4a155b4ec64b8d7ull, 0xa0e03c8a5c8d3425ull, 0xda04c316f500e1caull, 0x9fa669d41efd0e7eull, 0x7cb2195e2093a1b9ull}},
     {DType::kIQ4_XS, {0x6d732922a435cf6aull, 0xd9ee70d1bcb2a29aull, 0x58f8db6b8dfb34c8ull, 0xcc09d49237bd1f11ull, 0x6f513dbe8b98eef5ull, 0x76981b9221e4d2f8ull, 0x192e015b2fd5f1d7ull, 0xe52f58c59bd0e1feull}},
+    {DType::kMXFP4, {0x71f4e26d0df6aad5ull, 0x05171c10dd1f9675ull, 0x1b37197a5d589d46ull, 0x0e85bca7a41385cdull, 0x67a269e5bbe13355ull, 0x4c7f915143fdafbdull, 0x65e5b4474999150full, 0x48b5899fcb62cfb6ull}},
 };
 // clang-format on
 

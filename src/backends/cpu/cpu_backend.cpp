@@ -101,14 +101,15 @@ std::unique_ptr<Event> CpuDevice::make_event() {
 }
 
 bool CpuDevice::supports_op(const Tensor& node) const {
-  // Panels are read only by MUL_MAT (weights) and GET_ROWS (read_row_f32), on
+  // Panels are read only by MUL_MAT and MUL_MAT_ID (weights) and GET_ROWS (read_row_f32), on
   // the repacked tensor itself: a view's data pointer lands inside panels.
   if (!is_view_op(node.op)) {
     for (int i = 0; i < kMaxSources; ++i) {
       const Tensor* s = node.src[static_cast<size_t>(i)];
       if (s == nullptr) continue;
       if (is_view_of_repacked(*s)) return false;
-      if (is_repacked(*s) && !(i == 0 && (node.op == Op::kMulMat || node.op == Op::kGetRows))) {
+      const bool reads_panels = node.op == Op::kMulMat || node.op == Op::kMulMatId || node.op == Op::kGetRows;
+      if (is_repacked(*s) && !(i == 0 && reads_panels)) {
         return false;
       }
     }
@@ -122,6 +123,7 @@ static size_t estimated_work(const Tensor& node) {
   const auto n = [](const Tensor* t) { return t ? static_cast<size_t>(t->n_elements()) : 0; };
   switch (node.op) {
     case Op::kMulMat:
+    case Op::kMulMatId:  // (the picked experts' rows only)
       return static_cast<size_t>(node.src[0]->ne[0]) * n(&node);
     case Op::kFlashAttnExt:  // q·k and p·v per query row and key
       return 2 * static_cast<size_t>(node.src[0]->ne[0]) * static_cast<size_t>(node.src[1]->ne[1]) *

@@ -83,6 +83,9 @@ void apply_unary(Tensor& node, const OpContext& ctx) {
     case UnaryOp::kTanh:
       apply(node, ctx, [](float x) { return std::tanh(x); });
       break;
+    case UnaryOp::kSigmoid:
+      apply(node, ctx, [](float x) { return 1.0f / (1.0f + std::exp(-x)); });
+      break;
     case UnaryOp::kCount:
       break;
   }

@@ -21,33 +21,12 @@
 
 #include "cpu/kernels/kernels.h"
 #include "cpu/kernels/repack.h"
+#include "cpu/ops/mul_mat.h"
 #include "cpu/ops/op.h"
 
 namespace tessera::cpu {
+namespace matmul {
 namespace {
-
-constexpr size_t kLine = 64;             // keeps per-thread scratch on its own cache lines
-constexpr int64_t kGemvCols = 8;         // up to this many columns: per-slot conversion, one phase
-constexpr int64_t kGemvRunsPerSlot = 4;  // GEMV: runs of rows per slot, for balance ...
-constexpr int64_t kGemvMinRows = 64;     // ... each long enough to stream (Q4_0, K 2048: 72 KB)
-constexpr int64_t kChunkRows = 64;       // GEMM chunk: 4 panels ...
-constexpr int64_t kChunkCols = 64;       // ... by 64 columns (Q4_0, K 4096: 147 KB + 320 KB)
-static_assert(kChunkCols % kActGroup == 0, "a chunk starts at a kF32Groups group");
-
-size_t round_up(size_t v, size_t to) {
-  return (v + to - 1) / to * to;
-}
-
-bool supports(const Tensor& node) {
-  const Tensor& w = *node.src[0];
-  const Tensor& x = *node.src[1];
-  const DTypeInfo& wi = dtype_info(w.type);
-  return node.type == DType::kF32 && x.type == DType::kF32 && wi.has_dequantize &&
-         w.nb[0] == wi.block_bytes && !is_view_of_repacked(w) && x.nb[0] == sizeof(float) &&
-         node.nb[0] == sizeof(float) && w.ne[0] == x.ne[0] && x.ne[2] % w.ne[2] == 0 &&
-         x.ne[3] % w.ne[3] == 0 && node.ne[0] == w.ne[1] && node.ne[1] == x.ne[1] &&
-         node.ne[2] == x.ne[2] && node.ne[3] == x.ne[3];
-}
 
 // The table entry for w's type and layout (null: a type with no kernel slot).
 const MatKernel* entry(const Kernels& k, const Tensor& w) {
@@ -87,13 +66,13 @@ const MatKernel* entry(const Kernels& k, const Tensor& w) {
   }
 }
 
-// The tier's kernel for w; null when it has none (then the ref path runs).
+}  // namespace
+
 const MatKernel* fast_kernel(const Kernels* k, const Tensor& w) {
   const MatKernel* mk = k != nullptr ? entry(*k, w) : nullptr;
   return mk != nullptr && *mk ? mk : nullptr;
 }
 
-// Bytes of one converted activation column of k elements.
 size_t act_bytes(ActFormat act, int64_t k) {
   switch (act) {
     case ActFormat::kF32:
@@ -108,7 +87,6 @@ size_t act_bytes(ActFormat act, int64_t k) {
   return 0;
 }
 
-// The format MUL_MAT converts to for w on a tier whose kernel wants one.
 ActFormat act_format_for(DType wt) {
   switch (wt) {
     case DType::kQ2_K:
@@ -123,6 +101,36 @@ ActFormat act_format_for(DType wt) {
     default:
       return ActFormat::kQ8;
   }
+}
+
+void set_weight_rows(const Tensor& w, int64_t r0, int64_t i2, int64_t i3, MatArgs& a) {
+  if (is_repacked(w)) {
+    const PanelLayout l = panel_layout(w);
+    a.w = static_cast<const uint8_t*>(w.data) +
+          static_cast<size_t>(i2 + i3 * w.ne[2]) * l.matrix_bytes +
+          static_cast<size_t>(r0 / kPanelRows) * l.panel_bytes;
+    a.w_stride = l.panel_bytes;
+  } else {
+    a.w = row_ptr(w, r0, i2, i3);
+    a.w_stride = w.nb[1];
+  }
+}
+
+}  // namespace matmul
+
+namespace {
+
+using namespace matmul;
+
+bool supports(const Tensor& node) {
+  const Tensor& w = *node.src[0];
+  const Tensor& x = *node.src[1];
+  const DTypeInfo& wi = dtype_info(w.type);
+  return node.type == DType::kF32 && x.type == DType::kF32 && wi.has_dequantize &&
+         w.nb[0] == wi.block_bytes && !is_view_of_repacked(w) && x.nb[0] == sizeof(float) &&
+         node.nb[0] == sizeof(float) && w.ne[0] == x.ne[0] && x.ne[2] % w.ne[2] == 0 &&
+         x.ne[3] % w.ne[3] == 0 && node.ne[0] == w.ne[1] && node.ne[1] == x.ne[1] &&
+         node.ne[2] == x.ne[2] && node.ne[3] == x.ne[3];
 }
 
 size_t ref_row_scratch(const Tensor& node) {
@@ -241,8 +249,8 @@ Chunks plan_chunks(int64_t m, int64_t n, int64_t batches, int nth, const MatKern
     const int64_t per = std::max((m + runs - 1) / runs, kGemvMinRows);
     c.rows = std::max<int64_t>(kPanelRows, (per + kPanelRows - 1) / kPanelRows * kPanelRows);
   } else {  // GEMM: >= 4 chunks per thread when the shape allows
-    c.cols = std::min(n, mk.gemm_cols > 0 ? mk.gemm_cols : kChunkCols);
-    c.rows = mk.gemm_rows > 0 ? mk.gemm_rows : kChunkRows;
+    c.cols = std::min(n, gemm_cols(mk));
+    c.rows = gemm_rows(mk);
     const int64_t col_blocks = (n + c.cols - 1) / c.cols;
     while (c.rows > kPanelRows && batches * col_blocks * ((m + c.rows - 1) / c.rows) < 4 * nth) {
       c.rows /= 2;
@@ -266,16 +274,7 @@ void run_block(Tensor& node, const MatKernel& mk, const uint8_t* act, int64_t b,
   a.k = w.ne[0];
   a.rows = std::min(rows, w.ne[1] - r0);
   a.cols = std::min(cols, x.ne[1] - c0);
-  if (is_repacked(w)) {
-    const PanelLayout l = panel_layout(w);
-    a.w = static_cast<const uint8_t*>(w.data) +
-          static_cast<size_t>(w2 + w3 * w.ne[2]) * l.matrix_bytes +
-          static_cast<size_t>(r0 / kPanelRows) * l.panel_bytes;
-    a.w_stride = l.panel_bytes;
-  } else {
-    a.w = row_ptr(w, r0, w2, w3);
-    a.w_stride = w.nb[1];
-  }
+  set_weight_rows(w, r0, w2, w3, a);
   if (mk.act == ActFormat::kF32) {
     a.x = row_ptr(x, c0, x2, x3);
     a.x_stride = x.nb[1];

@@ -18,6 +18,8 @@ extern const OpImpl kSwigluOp;
 extern const OpImpl kGegluOp;
 extern const OpImpl kNormOp;
 extern const OpImpl kMulMatOp;
+extern const OpImpl kMulMatIdOp;
+extern const OpImpl kAddIdOp;
 extern const OpImpl kRopeOp;
 extern const OpImpl kSoftMaxOp;
 extern const OpImpl kDiagMaskInfOp;
@@ -60,6 +62,8 @@ const OpImpl* find_op(Op op) {
     case Op::kRmsNorm:
     case Op::kGroupNorm: return &kNormOp;
     case Op::kMulMat: return &kMulMatOp;
+    case Op::kMulMatId: return &kMulMatIdOp;
+    case Op::kAddId: return &kAddIdOp;
     case Op::kRope: return &kRopeOp;
     case Op::kSoftMax: return &kSoftMaxOp;
     case Op::kDiagMaskInf: return &kDiagMaskInfOp;

@@ -11,6 +11,7 @@ list(APPEND TESSERA_CPU_OP_SOURCES
   backends/cpu/ops/map.cpp
   backends/cpu/ops/movement.cpp
   backends/cpu/ops/mul_mat.cpp
+  backends/cpu/ops/mul_mat_id.cpp
   backends/cpu/ops/norm.cpp
   backends/cpu/ops/reduce.cpp
   backends/cpu/ops/rope.cpp

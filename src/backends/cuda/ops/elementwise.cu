@@ -50,6 +50,7 @@ __device__ float apply(Unary op, float param, float x) {
     case Unary::kLeakyRelu: return x > 0.0f ? x : param * x;
     case Unary::kHardSigmoid: return fminf(1.0f, fmaxf(0.0f, (x + 3.0f) / 6.0f));
     case Unary::kHardSwish: return x * fminf(1.0f, fmaxf(0.0f, (x + 3.0f) / 6.0f));
+    case Unary::kSigmoid: return 1.0f / (1.0f + expf(-x));
     default: return tanhf(x);
   }
 }

@@ -43,7 +43,7 @@ struct SplitQ {
 
 enum class Binary : int { kAdd, kSub, kMul, kDiv };
 // ggml's unary ops, numbered as tessera::UnaryOp.
-enum class Unary : int { kGelu, kGeluQuick, kSilu, kRelu, kLeakyRelu, kHardSigmoid, kHardSwish, kTanh };
+enum class Unary : int { kGelu, kGeluQuick, kSilu, kRelu, kLeakyRelu, kHardSigmoid, kHardSwish, kTanh, kSigmoid };
 enum class Glu : int { kSwiglu, kGeglu };
 
 // ---- elementwise.cu ---------------------------------------------------------------------

@@ -58,6 +58,7 @@ Tensor* unary(Graph& g, Tensor* a, UnaryOp op, float param = 0.0f);  // UnaryPar
 inline Tensor* silu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kSilu); }
 inline Tensor* gelu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kGelu); }
 inline Tensor* relu(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kRelu); }
+inline Tensor* sigmoid(Graph& g, Tensor* a) { return unary(g, a, UnaryOp::kSigmoid); }
 Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up);  // silu(gate) * up
 // GEGLU (docs/ops.md, "Ops added for the engine"): gelu(gate) * up,
 // GELU as UnaryOp::kGelu computes it (tanh approximation); shapes as swiglu's.
@@ -77,6 +78,17 @@ Tensor* group_norm(Graph& g, Tensor* a, int n_groups, float eps);
 // w [K, M, ne2, ne3] times x [K, N, ne2', ne3'] -> f32 [M, N, ne2', ne3'];
 // w broadcast over dims 2 and 3 (ne2' a multiple of ne2, likewise ne3).
 Tensor* mul_mat(Graph& g, Tensor* w, Tensor* x);
+// MUL_MAT_ID (ggml_mul_mat_id), the expert matmul of a mixture of experts:
+// experts w [K, M, n_expert] (one matrix each, rows contiguous), x f32
+// [K, n_x, T] with n_used a multiple of n_x (n_x 1: every slot of token t
+// reads its one row), ids i32 [n_used, T] -> f32 [M, n_used, T]:
+//   dst[:, s, t] = w[:, :, ids[s, t]] times x[:, s % n_x, t].
+// An id outside [0, n_expert) is an Error when the node is computed.
+Tensor* mul_mat_id(Graph& g, Tensor* w, Tensor* x, Tensor* ids);
+// ADD_ID (ggml_add_id): a f32 [ne0, ne1, ne2], b f32 [ne0, n] (bias rows),
+// ids i32 [ne1, ne2] -> f32, a's shape: dst[:, i1, i2] = a[:, i1, i2] + b[:, ids[i1, i2]].
+// An id outside [0, n) is an Error when the node is computed.
+Tensor* add_id(Graph& g, Tensor* a, Tensor* b, Tensor* ids);
 
 // ---- attention -------------------------------------------------------------------
 // a [head_dim, n_head, n_tokens, ne3] f32 or f16 (any strides), pos i32

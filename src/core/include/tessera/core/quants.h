@@ -137,6 +137,21 @@ struct block_iq4_nl {
 };
 static_assert(sizeof(block_iq4_nl) == 18);
 
+// MXFP4's 16 codes: e2m1 values (sign, then 0, 0.5, 1, 1.5, 2, 3, 4, 6)
+// doubled, so each is an integer; the block scale halves them back.
+inline constexpr int8_t kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// x = e8m0_to_fp32_half(e) * kvalues_mxfp4[q], q a nibble laid out as in Q4_0.
+struct block_mxfp4 {
+  uint8_t e;  // E8M0: 2^(e - 127)
+  uint8_t qs[kQK / 2];
+};
+static_assert(sizeof(block_mxfp4) == 17);
+
+// Half of E8M0 exponent e's value, 2^(e - 128), exactly (ggml's
+// GGML_E8M0_TO_FP32_HALF): the scale of the doubled codes.
+float e8m0_to_fp32_half(uint8_t e);
+
 // 8 sub-blocks of 32: x = d * (ls - 32) * kvalues_iq4nl[q], ls a 6-bit scale:
 // low 4 bits of scale j in nibble j % 2 of scales_l[j / 2], high 2 bits at bits
 // 2j of scales_h. Sub-block j's codes as in one IQ4_NL block at qs + 16 j.
@@ -175,6 +190,7 @@ void quantize_row_q5_K_ref(const float* x, block_q5_K* y, int64_t n);
 void quantize_row_q6_K_ref(const float* x, block_q6_K* y, int64_t n);
 void quantize_row_iq4_nl_ref(const float* x, block_iq4_nl* y, int64_t n);
 void quantize_row_iq4_xs_ref(const float* x, block_iq4_xs* y, int64_t n);
+void quantize_row_mxfp4_ref(const float* x, block_mxfp4* y, int64_t n);
 
 // With an importance matrix: `qw` holds one weight per element of the row (n
 // floats, the same for every row of a tensor), as ggml's quantize_q*_K /
@@ -211,5 +227,6 @@ void dequantize_row_q6_K_ref(const block_q6_K* x, float* y, int64_t n);
 void dequantize_row_q8_K_ref(const block_q8_K* x, float* y, int64_t n);
 void dequantize_row_iq4_nl_ref(const block_iq4_nl* x, float* y, int64_t n);
 void dequantize_row_iq4_xs_ref(const block_iq4_xs* x, float* y, int64_t n);
+void dequantize_row_mxfp4_ref(const block_mxfp4* x, float* y, int64_t n);
 
 }  // namespace tessera

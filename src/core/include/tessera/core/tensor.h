@@ -61,6 +61,8 @@ enum class Op : uint8_t {
   kArgsort,
   // matmul and attention
   kMulMat,
+  kMulMatId,  // MUL_MAT with one matrix per expert, picked per column by ids
+  kAddId,     // a plus the bias row each (i1, i2) picks by id
   kFlashAttnExt,
   kRope,
   // image / diffusion helpers
@@ -80,6 +82,7 @@ enum class UnaryOp : int32_t {
   kHardSigmoid,
   kHardSwish,
   kTanh,
+  kSigmoid,
   kCount,
 };
 

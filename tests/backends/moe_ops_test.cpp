@@ -1,0 +1,117 @@
+// MUL_MAT_ID and ADD_ID through the CPU device: an expert id outside
+// [0, n) is an Error naming it and where it was, on every tier and whether
+// the weights have a kernel (Q4_0, repacked into panels) or not (F32 rows
+// read by the reference), with several threads splitting the work.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "kernel_test_util.h"
+#include "tessera/core/error.h"
+#include "tessera/core/graph.h"
+#include "tessera/core/ops.h"
+
+namespace tessera::cpu {
+namespace {
+
+class MoeOpsTest : public ::testing::TestWithParam<Isa> {
+ protected:
+  CpuBackend backend_{3};
+  CpuDevice& device() { return backend_.cpu_device(); }
+
+  // Places every leaf of g in host memory (weights in the device's weights
+  // buffer), zeroed, then sets the i32 ids.
+  void place(Graph& g, std::initializer_list<Tensor*> leaves, Tensor* weights, Tensor* ids,
+             const std::vector<int32_t>& id_values) {
+    for (Tensor* t : leaves) {
+      BufferType& type = t == weights ? device().weights_buffer_type(*t) : device().buffer_type();
+      buffers_.push_back(type.allocate(type.alloc_size(*t)));
+      buffers_.back()->place(*t, 0);
+      std::vector<uint8_t> zeros(t->n_bytes(), 0);
+      t->buffer->set_tensor(*t, zeros.data());
+    }
+    ids->buffer->set_tensor(*ids, id_values.data());
+    for (Tensor* node : g.nodes()) {
+      if (node->data != nullptr) continue;
+      BufferType& host = device().buffer_type();
+      buffers_.push_back(host.allocate(host.alloc_size(*node)));
+      buffers_.back()->place(*node, 0);
+    }
+  }
+
+  void expect_error(Graph& g, const std::string& prefix, const std::string& range) {
+    try {
+      device().compute(g.nodes());
+      ADD_FAILURE() << prefix << ": no Error";
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << msg;
+      EXPECT_EQ(msg.rfind(prefix, 0), 0u) << msg;
+      EXPECT_NE(msg.find(range), std::string::npos) << msg;
+    }
+  }
+
+  std::vector<std::unique_ptr<Buffer>> buffers_;
+};
+
+TEST_P(MoeOpsTest, MulMatIdRefusesAnExpertIdOutOfRange) {
+  device().set_isa(GetParam());
+  device().set_min_work_per_thread(0);
+  for (DType type : {DType::kQ4_0, DType::kF32}) {
+    for (int32_t bad : {4, -1, 1 << 30}) {
+      SCOPED_TRACE(::testing::Message() << dtype_name(type) << " id " << bad);
+      Graph g;
+      Tensor* w = g.new_tensor(type, {64, 32, 4}, "experts");
+      Tensor* x = g.new_tensor(DType::kF32, {64, 1, 3}, "x");
+      Tensor* ids = g.new_tensor(DType::kI32, {2, 3}, "ids");
+      Tensor* out = ops::mul_mat_id(g, w, x, ids);
+      g.expand(out);
+      place(g, {w, x, ids}, w, ids, {0, 1, 2, 3, bad, 0});
+      ASSERT_TRUE(device().supports_op(*out));
+      expect_error(g, "[MUL_MAT_ID] expert id " + std::to_string(bad) + " at [0, 2]", "expected 0..3");
+    }
+  }
+}
+
+TEST_P(MoeOpsTest, AddIdRefusesARowIdOutOfRange) {
+  device().set_isa(GetParam());
+  device().set_min_work_per_thread(0);
+  Graph g;
+  Tensor* a = g.new_tensor(DType::kF32, {8, 2, 3}, "a");
+  Tensor* b = g.new_tensor(DType::kF32, {8, 5}, "bias");
+  Tensor* ids = g.new_tensor(DType::kI32, {2, 3}, "ids");
+  Tensor* out = ops::add_id(g, a, b, ids);
+  g.expand(out);
+  place(g, {a, b, ids}, nullptr, ids, {0, 4, 1, 2, 3, 5});
+  ASSERT_TRUE(device().supports_op(*out));
+  expect_error(g, "[ADD_ID] row id 5 at [1, 2]", "expected 0..4");
+}
+
+// The builders check shapes: ids for another number of tokens, a count of
+// slots that is not a multiple of the input's rows, i64 ids.
+TEST(MoeOpsBuild, ShapesAreChecked) {
+  Graph g;
+  Tensor* w = g.new_tensor(DType::kQ8_0, {64, 32, 4}, "experts");
+  Tensor* x = g.new_tensor(DType::kF32, {64, 2, 3}, "x");
+  auto refused = [&](Tensor* ids) {
+    try {
+      ops::mul_mat_id(g, w, x, ids);
+    } catch (const Error& e) {
+      return std::string(e.what()).rfind("[MUL_MAT_ID]", 0) == 0;
+    }
+    return false;
+  };
+  EXPECT_TRUE(refused(g.new_tensor(DType::kI32, {2, 4}, "ids")));  // 4 tokens, x has 3
+  EXPECT_TRUE(refused(g.new_tensor(DType::kI32, {3, 3}, "ids")));  // 3 slots over 2 rows
+  EXPECT_TRUE(refused(g.new_tensor(DType::kI64, {2, 3}, "ids")));
+  EXPECT_FALSE(refused(g.new_tensor(DType::kI32, {4, 3}, "ids")));
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiers, MoeOpsTest, ::testing::ValuesIn(testing::tiers()), testing::tier_name);
+
+}  // namespace
+}  // namespace tessera::cpu
