@@ -23,4 +23,18 @@ void declare_gated_ffn(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeig
   l.ffn_down = t.layer(il, "ffn_down", {hp.n_ff, hp.n_embd});
 }
 
+void declare_moe_ffn(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l) {
+  l.ffn_norm = t.layer(il, "ffn_norm", {hp.n_embd});
+  l.ffn_gate_inp = t.layer(il, "ffn_gate_inp", {hp.n_embd, hp.n_expert});
+  l.ffn_gate_exps = t.layer(il, "ffn_gate_exps", {hp.n_embd, hp.n_ff_exp, hp.n_expert});
+  l.ffn_up_exps = t.layer(il, "ffn_up_exps", {hp.n_embd, hp.n_ff_exp, hp.n_expert});
+  l.ffn_down_exps = t.layer(il, "ffn_down_exps", {hp.n_ff_exp, hp.n_embd, hp.n_expert});
+  if (hp.n_ff_shexp > 0) {
+    l.ffn_gate_inp_shexp = t.layer(il, "ffn_gate_inp_shexp", {hp.n_embd});
+    l.ffn_gate_shexp = t.layer(il, "ffn_gate_shexp", {hp.n_embd, hp.n_ff_shexp});
+    l.ffn_up_shexp = t.layer(il, "ffn_up_shexp", {hp.n_embd, hp.n_ff_shexp});
+    l.ffn_down_shexp = t.layer(il, "ffn_down_shexp", {hp.n_ff_shexp, hp.n_embd});
+  }
+}
+
 }  // namespace tessera::models

@@ -16,4 +16,9 @@ void declare_attention(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeig
 // ffn_norm, ffn_gate, ffn_up and ffn_down of layer il.
 void declare_gated_ffn(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l);
 
+// ffn_norm, the router ffn_gate_inp and the experts ffn_gate_exps,
+// ffn_up_exps, ffn_down_exps of layer il; with hp.n_ff_shexp > 0 also the
+// shared expert (ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp).
+void declare_moe_ffn(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l);
+
 }  // namespace tessera::models

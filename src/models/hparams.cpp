@@ -14,6 +14,7 @@ using models::KeyReader;
 
 constexpr int64_t kMaxLayers = 512;
 constexpr int64_t kMaxDim = int64_t{1} << 20;
+constexpr int64_t kMaxExperts = 4096;
 
 // RoPE scaling as llama.cpp's loader and context derive it: the factor
 // (rope.scaling.factor, or the older rope.scale_linear) applies to every type
@@ -49,6 +50,33 @@ void read_rope_scaling(const KeyReader& r, Hparams& hp) {
   }
   hp.n_ctx_orig = r.uint("rope.scaling.original_context_length").value_or(hp.n_ctx_train);
   r.check_range("rope.scaling.original_context_length", hp.n_ctx_orig, 1, int64_t{1} << 24);
+}
+
+// The expert keys of a mixture of experts (llama.cpp's names); the
+// architecture may set its own gating and normalisation after.
+void read_experts(const KeyReader& r, Hparams& hp) {
+  hp.n_expert = r.uint("expert_count").value_or(0);
+  hp.n_expert_used = r.uint("expert_used_count").value_or(0);
+  r.check_range("expert_count", hp.n_expert, 0, kMaxExperts);
+  if (hp.n_expert == 0) {
+    if (hp.n_expert_used != 0) r.bad("expert_used_count", std::to_string(hp.n_expert_used), "0 with no experts");
+    return;
+  }
+  r.check_range("expert_used_count", hp.n_expert_used, 1, hp.n_expert);
+  hp.n_ff_exp = r.uint("expert_feed_forward_length").value_or(hp.n_ff);
+  r.check_range("expert_feed_forward_length", hp.n_ff_exp, 1, 4 * kMaxDim);
+  hp.n_ff_shexp = r.uint("expert_shared_feed_forward_length").value_or(0);
+  r.check_range("expert_shared_feed_forward_length", hp.n_ff_shexp, 0, 4 * kMaxDim);
+  if (const gguf::Value* v = r.find("expert_weights_norm")) hp.expert_weights_norm = v->boolean();
+  if (const auto s = r.real("expert_weights_scale"); s && *s != 0.0f) hp.expert_weights_scale = *s;
+  if (const auto f = r.uint("expert_gating_func")) {
+    switch (*f) {  // llama_expert_gating_func_type
+      case 1: hp.expert_gating = Hparams::ExpertGating::kSoftmax; break;
+      case 2: hp.expert_gating = Hparams::ExpertGating::kSigmoid; break;
+      case 3: hp.expert_gating = Hparams::ExpertGating::kSoftmaxWeight; break;
+      default: r.bad("expert_gating_func", std::to_string(*f), "1 (softmax), 2 (sigmoid) or 3 (softmax over the top)");
+    }
+  }
 }
 
 }  // namespace
@@ -119,6 +147,7 @@ Hparams read_hparams(const gguf::File& file) {
   }
   if (*eps <= 0 || *eps > 1) r.bad("attention.layer_norm_rms_epsilon", fmt::format("{}", *eps), "in (0, 1]");
   hp.norm_rms_eps = *eps;
+  read_experts(r, hp);
   if (architecture.read_hparams != nullptr) architecture.read_hparams(file, hp);
   return hp;
 }

@@ -147,6 +147,59 @@ Tensor* geglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down) {
   return glu_ffn(g, x, gate, up, down, ops::geglu);
 }
 
+Tensor* moe_ffn(Graph& g, const Hparams& hp, const LayerWeights& l, Tensor* x) {
+  const int64_t n_tokens = x->ne[1], n_used = hp.n_expert_used;
+  // The router: a probability per expert and token, the top n_used picked.
+  Tensor* logits = ops::mul_mat(g, l.ffn_gate_inp, x);  // [n_expert, n_tokens]
+  Tensor* probs = logits;
+  if (hp.expert_gating == Hparams::ExpertGating::kSoftmax) {
+    probs = ops::soft_max(g, logits, nullptr, 1.0f, 0.0f);
+  } else if (hp.expert_gating == Hparams::ExpertGating::kSigmoid) {
+    probs = ops::sigmoid(g, logits);
+  }
+  Tensor* order = ops::argsort(g, probs, ops::SortOrder::kDescending);
+  Tensor* picked = ops::view(g, order, {n_used, n_tokens}, {order->nb[1]}, 0);  // [n_used, n_tokens]
+  Tensor* weights = ops::get_rows(g, ops::reshape(g, probs, {1, hp.n_expert, n_tokens}), picked);
+  if (hp.expert_gating == Hparams::ExpertGating::kSoftmaxWeight) {
+    weights = ops::reshape(g, ops::soft_max(g, ops::reshape(g, weights, {n_used, n_tokens}), nullptr, 1.0f, 0.0f),
+                           {1, n_used, n_tokens});
+  }
+  if (hp.expert_weights_norm) {
+    // Divided by their sum, floored at f16's smallest normal (as llama.cpp).
+    Tensor* w2 = ops::reshape(g, weights, {n_used, n_tokens});
+    Tensor* sum = ops::clamp(g, ops::sum_rows(g, w2), 6.103515625e-5f, INFINITY);
+    weights = ops::reshape(g, ops::div(g, w2, sum), {1, n_used, n_tokens});
+  }
+  if (hp.expert_weights_scale != 1.0f) weights = ops::scale(g, weights, hp.expert_weights_scale);
+
+  // The picked experts' FFNs, weighted and summed.
+  Tensor* x3 = ops::reshape(g, x, {hp.n_embd, 1, n_tokens});
+  Tensor* up = ops::mul_mat_id(g, l.ffn_up_exps, x3, picked);      // [n_ff_exp, n_used, n_tokens]
+  Tensor* gate = ops::mul_mat_id(g, l.ffn_gate_exps, x3, picked);  // [n_ff_exp, n_used, n_tokens]
+  Tensor* experts = ops::mul_mat_id(g, l.ffn_down_exps, ops::swiglu(g, gate, up), picked);
+  experts = ops::mul(g, experts, weights);  // [n_embd, n_used, n_tokens]
+  Tensor* out = nullptr;
+  for (int64_t i = 0; i < n_used; ++i) {
+    Tensor* e = ops::view(g, experts, {hp.n_embd, n_tokens}, {experts->nb[2]}, static_cast<size_t>(i) * experts->nb[1]);
+    out = out == nullptr ? e : ops::add(g, out, e);
+  }
+  if (n_used == 1) out = ops::cont(g, out);
+
+  if (l.ffn_up_shexp != nullptr) {  // the shared expert, gated by a sigmoid per token
+    Tensor* shared = swiglu_ffn(g, x, l.ffn_gate_shexp, l.ffn_up_shexp, l.ffn_down_shexp);
+    if (l.ffn_gate_inp_shexp != nullptr) {
+      shared = ops::mul(g, shared, ops::sigmoid(g, ops::mul_mat(g, l.ffn_gate_inp_shexp, x)));
+    }
+    out = ops::add(g, out, shared);
+  }
+  return out;
+}
+
+Tensor* ffn(Graph& g, const Hparams& hp, const LayerWeights& l, Tensor* x) {
+  if (l.ffn_gate_inp != nullptr) return moe_ffn(g, hp, l, x);
+  return swiglu_ffn(g, x, l.ffn_gate, l.ffn_up, l.ffn_down);
+}
+
 Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x) {
   const Hparams& hp = model.hparams();
   // Only the rows asked for: project n_out columns, not n_tokens.
@@ -170,7 +223,7 @@ Tensor* prenorm_decoder(Graph& g, const Model& model, const GraphInputs& in) {
     Tensor* h = rms_norm(g, x, l.attn_norm, hp.norm_rms_eps);
     x = ops::add(g, x, self_attention(g, model, in, il, h));
     Tensor* f = rms_norm(g, x, l.ffn_norm, hp.norm_rms_eps);
-    x = ops::add(g, x, swiglu_ffn(g, f, l.ffn_gate, l.ffn_up, l.ffn_down));
+    x = ops::add(g, x, ffn(g, hp, l, f));
   }
   return output(g, model, in, x);
 }

@@ -80,13 +80,23 @@ Tensor* swiglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down);
 // down(gelu(gate x) * up x), GELU in its tanh form; gate null as above.
 Tensor* geglu_ffn(Graph& g, Tensor* x, Tensor* gate, Tensor* up, Tensor* down);
 
+// The mixture-of-experts FFN of layer l on x [n_embd, n_tokens] (llama.cpp's
+// build_moe_ffn): router logits ffn_gate_inp x, gated per hp.expert_gating,
+// the top n_expert_used experts per token (ARGSORT), their weights gathered
+// (GET_ROWS), normalised and scaled as hp says; then per token the SwiGLU FFN
+// of each picked expert (MUL_MAT_ID), weighted and summed, plus the shared
+// expert times sigmoid(ffn_gate_inp_shexp x) when the layer has one.
+Tensor* moe_ffn(Graph& g, const Hparams& hp, const LayerWeights& l, Tensor* x);
+// moe_ffn for a layer with a router, else swiglu_ffn of its dense FFN.
+Tensor* ffn(Graph& g, const Hparams& hp, const LayerWeights& l, Tensor* x);
+
 // The rows in.out_ids names of the final hidden state x [n_embd, n_tokens],
 // normed and projected (then soft-capped when the model says so): logits
 // [n_vocab, n_out], flagged as the output.
 Tensor* logits(Graph& g, const Model& model, const GraphInputs& in, Tensor* x);
 
 // The pre-norm decoder that Llama, Qwen2 and Qwen3 share: embeddings, then
-// per layer x += self_attention(rms_norm(x)), x += swiglu_ffn(rms_norm(x)),
+// per layer x += self_attention(rms_norm(x)), x += ffn(rms_norm(x)),
 // then the logits head. What differs between them (biases, q/k norms, RoPE
 // mode) is in the weights and hyperparameters.
 Tensor* prenorm_decoder(Graph& g, const Model& model, const GraphInputs& in);

@@ -267,9 +267,7 @@ std::vector<std::pair<Tensor*, Device*>> Model::weight_plan() {
   };
   for (LayerWeights& l : w_.layers) {
     if (l.device == nullptr) continue;  // held by another pipeline stage
-    for (Tensor* t :
-         {l.attn_norm, l.wq, l.wk, l.wv, l.wqkv, l.bq, l.bk, l.bv, l.attn_q_norm, l.attn_k_norm,
-          l.wo, l.attn_post_norm, l.ffn_norm, l.ffn_gate, l.ffn_up, l.ffn_down, l.ffn_post_norm}) {
+    for (Tensor* t : l.weights()) {
       if (t != nullptr) plan.emplace_back(t, l.device);
     }
     l.rope_freqs = local(w_.rope_freqs, l.device);

@@ -12,12 +12,13 @@ extern const Architecture kQwen2Architecture;
 extern const Architecture kQwen3Architecture;
 extern const Architecture kGemma3Architecture;
 extern const Architecture kPhi3Architecture;
+extern const Architecture kQwen3MoeArchitecture;
 
 namespace {
 
 constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
                                        &kQwen3Architecture, &kGemma3Architecture,
-                                       &kPhi3Architecture};
+                                       &kPhi3Architecture, &kQwen3MoeArchitecture};
 
 }  // namespace
 

@@ -24,9 +24,10 @@ constexpr SynthShape kShapes[] = {
     {"llama3-1b", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, true},
     {"llama2-7b", 4096, 32, 32, 32, 11008, 32000, 4096, 10000.0f, false},
     {"tiny", 256, 2, 8, 4, 512, 0, 2048, 10000.0f, false},  // for tests: the vocabulary's size
+    // Qwen3-30B-A3B as published: 128 experts of 768 rows, 8 per token.
+    {"qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, false, "qwen3moe", 128, 128, 8, 768},
+    {"qwen3moe-tiny", 128, 4, 4, 2, 256, 0, 2048, 1000000.0f, false, "qwen3moe", 32, 8, 2, 64},  // fixtures
 };
-
-constexpr float kStd = 0.02f;
 
 uint64_t splitmix64(uint64_t& s) {
   uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
@@ -49,54 +50,96 @@ void fill_normal(float* out, int64_t n, uint64_t seed, float std) {
   }
 }
 
+enum class Fill : uint8_t {
+  kWeights,     // normal(0, std), of the file's type
+  kF32Weights,  // normal(0, std), kept f32 (a MoE router, as llama.cpp's converter keeps it)
+  kNorm,        // f32 ones
+};
+
 struct TensorSpec {
   std::string name;
   std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
-  bool norm;                   // f32 ones
+  Fill fill;
 };
 
-std::vector<TensorSpec> llama_tensors(const SynthShape& s, int64_t n_vocab) {
-  const int64_t head = s.n_embd / s.n_head, kv = head * s.n_head_kv;
+int64_t head_dim(const SynthShape& s) {
+  return s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+}
+
+bool is_moe(const SynthShape& s) {
+  return s.arch == "qwen3moe";
+}
+
+std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
+  const int64_t head = head_dim(s), q = head * s.n_head, kv = head * s.n_head_kv;
   std::vector<TensorSpec> t;
-  t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, false});
-  t.push_back({"output_norm.weight", {s.n_embd}, true});
-  if (!s.tied_output) t.push_back({"output.weight", {s.n_embd, n_vocab}, false});
+  t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
+  t.push_back({"output_norm.weight", {s.n_embd}, Fill::kNorm});
+  if (!s.tied_output) t.push_back({"output.weight", {s.n_embd, n_vocab}, Fill::kWeights});
   for (int64_t i = 0; i < s.n_layer; ++i) {
     auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
-    t.push_back({n("attn_norm"), {s.n_embd}, true});
-    t.push_back({n("attn_q"), {s.n_embd, s.n_embd}, false});
-    t.push_back({n("attn_k"), {s.n_embd, kv}, false});
-    t.push_back({n("attn_v"), {s.n_embd, kv}, false});
-    t.push_back({n("attn_output"), {s.n_embd, s.n_embd}, false});
-    t.push_back({n("ffn_norm"), {s.n_embd}, true});
-    t.push_back({n("ffn_gate"), {s.n_embd, s.n_ff}, false});
-    t.push_back({n("ffn_up"), {s.n_embd, s.n_ff}, false});
-    t.push_back({n("ffn_down"), {s.n_ff, s.n_embd}, false});
+    t.push_back({n("attn_norm"), {s.n_embd}, Fill::kNorm});
+    t.push_back({n("attn_q"), {s.n_embd, q}, Fill::kWeights});
+    t.push_back({n("attn_k"), {s.n_embd, kv}, Fill::kWeights});
+    t.push_back({n("attn_v"), {s.n_embd, kv}, Fill::kWeights});
+    t.push_back({n("attn_output"), {q, s.n_embd}, Fill::kWeights});
+    if (is_moe(s)) {
+      t.push_back({n("attn_q_norm"), {head}, Fill::kNorm});
+      t.push_back({n("attn_k_norm"), {head}, Fill::kNorm});
+    }
+    t.push_back({n("ffn_norm"), {s.n_embd}, Fill::kNorm});
+    if (is_moe(s)) {
+      t.push_back({n("ffn_gate_inp"), {s.n_embd, s.n_expert}, Fill::kF32Weights});
+      t.push_back({n("ffn_gate_exps"), {s.n_embd, s.n_ff_exp, s.n_expert}, Fill::kWeights});
+      t.push_back({n("ffn_up_exps"), {s.n_embd, s.n_ff_exp, s.n_expert}, Fill::kWeights});
+      t.push_back({n("ffn_down_exps"), {s.n_ff_exp, s.n_embd, s.n_expert}, Fill::kWeights});
+    } else {
+      t.push_back({n("ffn_gate"), {s.n_embd, s.n_ff}, Fill::kWeights});
+      t.push_back({n("ffn_up"), {s.n_embd, s.n_ff}, Fill::kWeights});
+      t.push_back({n("ffn_down"), {s.n_ff, s.n_embd}, Fill::kWeights});
+    }
   }
   return t;
 }
 
+DType type_of(const TensorSpec& t, DType type) {
+  return t.fill == Fill::kWeights ? type : DType::kF32;
+}
+
 uint64_t tensor_bytes(const TensorSpec& t, DType type) {
-  const DType dt = t.norm ? DType::kF32 : type;
+  const DType dt = type_of(t, type);
   uint64_t rows = 1;
   for (size_t i = 1; i < t.shape.size(); ++i) rows *= static_cast<uint64_t>(t.shape[i]);
   return *row_bytes(dt, t.shape[0]) * rows;
 }
 
 void check_options(const SynthOptions& o) {
-  if (o.arch != "llama") {
-    fail(ErrorCategory::kInvalidArgument, "[synth] --arch: found '{}', expected llama", o.arch);
-  }
   const SynthShape& s = o.shape;
+  if (s.arch != "llama" && s.arch != "qwen3moe") {
+    fail(ErrorCategory::kInvalidArgument, "[synth] shape '{}': found architecture '{}', expected llama or qwen3moe",
+         s.name, s.arch);
+  }
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
-      s.n_embd % s.n_head != 0 || s.n_head % s.n_head_kv != 0) {
+      (s.head_dim == 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0) {
     fail(ErrorCategory::kInvalidArgument,
          "[synth] shape '{}': found n_embd {}, n_head {}, n_head_kv {}, expected heads that "
          "divide n_embd and KV heads that divide heads",
          s.name, s.n_embd, s.n_head, s.n_head_kv);
   }
+  if (is_moe(s) && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert ||
+                    s.n_ff_exp <= 0)) {
+    fail(ErrorCategory::kInvalidArgument,
+         "[synth] shape '{}': found {} experts, {} per token, {} rows each, expected 1 <= per token <= experts",
+         s.name, s.n_expert, s.n_expert_used, s.n_ff_exp);
+  }
+  if (o.layers < 0 || o.layers > 512) {
+    fail(ErrorCategory::kInvalidArgument, "[synth] --layers: found {}, expected 0 (the shape's) to 512", o.layers);
+  }
+  if (!(o.std > 0.0f && o.std <= 10.0f)) {
+    fail(ErrorCategory::kInvalidArgument, "[synth] --std: found {}, expected (0, 10]", o.std);
+  }
   const DTypeInfo& info = dtype_info(o.type);
-  for (int64_t row : {s.n_embd, s.n_ff}) {
+  for (int64_t row : {s.n_embd, is_moe(s) ? s.n_ff_exp : s.n_ff, head_dim(s) * s.n_head}) {
     if (!info.has_quantize || row % info.block_size != 0) {
       fail(ErrorCategory::kInvalidArgument,
            "[synth] --type {}: found rows of {} elements, expected a type tessera can write "
@@ -150,6 +193,13 @@ int64_t copy_tokenizer(const gguf::File& v, gguf::Writer& w, int64_t n_vocab) {
   return n_vocab;
 }
 
+// The shape the options write: the shape's, with --layers blocks when given.
+SynthShape effective_shape(const SynthOptions& o) {
+  SynthShape s = o.shape;
+  if (o.layers > 0) s.n_layer = o.layers;
+  return s;
+}
+
 }  // namespace
 
 std::span<const SynthShape> synth_shapes() { return kShapes; }
@@ -170,7 +220,14 @@ std::optional<uint32_t> llama_file_type(DType type) {
     case DType::kQ8_0: return 7;
     case DType::kQ5_0: return 8;
     case DType::kQ5_1: return 9;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 12;    // Q3_K_M
+    case DType::kQ4_K: return 15;    // Q4_K_M
+    case DType::kQ5_K: return 17;    // Q5_K_M
     case DType::kQ6_K: return 18;
+    case DType::kIQ4_NL: return 25;
+    case DType::kIQ4_XS: return 30;
+    case DType::kMXFP4: return 38;   // MXFP4_MOE
     case DType::kBF16: return 32;
     default: return std::nullopt;
   }
@@ -178,27 +235,38 @@ std::optional<uint32_t> llama_file_type(DType type) {
 
 uint64_t synth_weight_bytes(const SynthOptions& o, int64_t n_vocab) {
   uint64_t total = 0;
-  for (const TensorSpec& t : llama_tensors(o.shape, n_vocab)) total += tensor_bytes(t, o.type);
+  for (const TensorSpec& t : tensors_of(effective_shape(o), n_vocab)) total += tensor_bytes(t, o.type);
   return total;
 }
 
 void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
                       const SynthProgress& progress) {
   check_options(o);
-  const SynthShape& s = o.shape;
+  const SynthShape s = effective_shape(o);
+  const std::string a(s.arch);
+  const auto key = [&a](std::string_view suffix) { return fmt::format("{}.{}", a, suffix); };
   gguf::Writer w;
-  w.set_string("general.architecture", "llama");
+  w.set_string("general.architecture", a);
   w.set_string("general.name", fmt::format("random {} {}", s.name, dtype_name(o.type)));
   if (auto ft = llama_file_type(o.type)) w.set_u32("general.file_type", *ft);
-  w.set_u32("llama.context_length", s.n_ctx);
-  w.set_u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  w.set_u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  w.set_u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  w.set_u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  w.set_u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  w.set_u32("llama.rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
-  w.set_f32("llama.rope.freq_base", s.rope_base);
-  w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.set_u32(key("context_length"), s.n_ctx);
+  w.set_u32(key("embedding_length"), static_cast<uint32_t>(s.n_embd));
+  w.set_u32(key("block_count"), static_cast<uint32_t>(s.n_layer));
+  w.set_u32(key("feed_forward_length"), static_cast<uint32_t>(s.n_ff));
+  w.set_u32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
+  w.set_u32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
+  w.set_f32(key("rope.freq_base"), s.rope_base);
+  if (is_moe(s)) {  // qwen3moe
+    w.set_u32(key("attention.key_length"), static_cast<uint32_t>(head_dim(s)));
+    w.set_u32(key("attention.value_length"), static_cast<uint32_t>(head_dim(s)));
+    w.set_f32(key("attention.layer_norm_rms_epsilon"), 1e-6f);
+    w.set_u32(key("expert_count"), static_cast<uint32_t>(s.n_expert));
+    w.set_u32(key("expert_used_count"), static_cast<uint32_t>(s.n_expert_used));
+    w.set_u32(key("expert_feed_forward_length"), static_cast<uint32_t>(s.n_ff_exp));
+  } else {
+    w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim(s)));
+    w.set_f32(key("attention.layer_norm_rms_epsilon"), 1e-5f);
+  }
 
   int64_t n_vocab = s.n_vocab;
   if (!o.vocab.empty()) {
@@ -207,26 +275,27 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
     fail(ErrorCategory::kInvalidArgument,
          "[synth] shape '{}' takes its vocabulary size from --vocab, found none", s.name);
   }
-  w.set_u32("llama.vocab_size", static_cast<uint32_t>(n_vocab));
+  w.set_u32(key("vocab_size"), static_cast<uint32_t>(n_vocab));
 
-  const std::vector<TensorSpec> specs = llama_tensors(s, n_vocab);
+  const std::vector<TensorSpec> specs = tensors_of(s, n_vocab);
   const int threads = default_tool_threads(o.threads);
   for (size_t ti = 0; ti < specs.size(); ++ti) {
     const TensorSpec& t = specs[ti];
-    const DType type = t.norm ? DType::kF32 : o.type;
+    const DType type = type_of(t, o.type);
     const uint64_t tensor_seed = o.seed * 0x100000001b3ULL + ti;
-    w.add_tensor(t.name, type, t.shape, [&t, type, tensor_seed, threads](std::span<uint8_t> out) {
+    const float std = o.std;
+    w.add_tensor(t.name, type, t.shape, [&t, type, tensor_seed, threads, std](std::span<uint8_t> out) {
       const int64_t n = t.shape[0];
       const int64_t rows = static_cast<int64_t>(out.size() / *row_bytes(type, n));
       const size_t row = *row_bytes(type, n);
       parallel_rows(rows, threads, [&](int64_t begin, int64_t end) {
         std::vector<float> v(static_cast<size_t>(n));
         for (int64_t r = begin; r < end; ++r) {
-          if (t.norm) {
+          if (t.fill == Fill::kNorm) {
             std::fill(v.begin(), v.end(), 1.0f);
           } else {
             uint64_t mix = tensor_seed ^ (static_cast<uint64_t>(r) * 0xd1b54a32d192ed03ULL);
-            fill_normal(v.data(), n, splitmix64(mix), kStd);
+            fill_normal(v.data(), n, splitmix64(mix), std);
           }
           quantize_row(type, v.data(), out.data() + static_cast<size_t>(r) * row, n);
         }

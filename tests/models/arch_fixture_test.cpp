@@ -104,6 +104,34 @@ TEST_P(ArchFixtureTest, GreedyTokensEqualLlamaCpps) {
   EXPECT_EQ(got, fixture_.greedy);
 }
 
+// Four sequences in one context, as `-np 4` runs them: sequence s starts s
+// steps after sequence 0, so prompts and greedy steps share batches (a
+// mixture of experts then routes tokens of different sequences in one
+// MUL_MAT_ID). Each must take llama.cpp's greedy path.
+TEST_P(ArchFixtureTest, FourSequencesInSharedBatchesTakeTheGreedyPath) {
+  constexpr int kSeqs = 4;
+  Context ctx(*model_, {.n_ctx = 256});
+  std::vector<std::vector<int32_t>> got(kSeqs);
+  const auto n_prompt = static_cast<int32_t>(fixture_.prompt.size());
+  for (int step = 0; step < kSeqs + static_cast<int>(fixture_.greedy.size()); ++step) {
+    Batch batch;
+    std::vector<std::pair<int, size_t>> asked;  // (sequence, its token in the batch) that asks for logits
+    for (int s = 0; s < kSeqs; ++s) {
+      if (step < s || got[s].size() == fixture_.greedy.size()) continue;
+      if (step == s) {
+        batch.add_sequence(fixture_.prompt, 0, s);
+      } else {
+        batch.add(got[s].back(), n_prompt + static_cast<int32_t>(got[s].size()) - 1, {s}, true);
+      }
+      asked.emplace_back(s, batch.size() - 1);
+    }
+    if (batch.empty()) break;
+    ctx.decode(batch);
+    for (const auto& [s, i] : asked) got[s].push_back(argmax(ctx.logits(i)));
+  }
+  for (int s = 0; s < kSeqs; ++s) EXPECT_EQ(got[s], fixture_.greedy) << "sequence " << s;
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, ArchFixtureTest, ::testing::ValuesIn(all_cases()), case_name);
 
 }  // namespace

@@ -84,6 +84,48 @@ TEST(ArchHparams, EachFixtureReadsItsOwnKeys) {
     EXPECT_EQ(m->layers()[0].ffn_up->ne[1], 2 * hp.n_ff);
     EXPECT_EQ(m->weights().rope_long, nullptr);  // no LongRoPE in this file
   }
+  {
+    auto m = Model::load(*rt, fixture("qwen3moe"));
+    const Hparams& hp = m->hparams();
+    EXPECT_EQ(hp.n_expert, 8);
+    EXPECT_EQ(hp.n_expert_used, 2);
+    EXPECT_EQ(hp.n_ff_exp, 64);
+    EXPECT_EQ(hp.expert_gating, Hparams::ExpertGating::kSoftmax);
+    EXPECT_TRUE(hp.expert_weights_norm);  // qwen3moe normalises whatever the keys say
+    EXPECT_EQ(hp.rope_mode, ops::RopeMode::kNeox);
+    const LayerWeights& l = m->layers()[3];
+    ASSERT_NE(l.ffn_up_exps, nullptr);
+    EXPECT_EQ(l.ffn_up_exps->ne[2], 8);
+    EXPECT_EQ(l.ffn_gate_inp->type, DType::kF32);
+    EXPECT_EQ(l.ffn_up, nullptr);  // no dense FFN
+  }
+}
+
+// A mixture of experts whose keys or expert tensors are wrong is refused at
+// load, naming the key or the tensors; nothing aborts.
+TEST(ArchLoader, ExpertKeysAndTensorsAreChecked) {
+  const std::string src = fixture("qwen3moe");
+  const auto used = rewrite_gguf(src, "used9", [](gguf::Writer& w) { w.set_u32("qwen3moe.expert_used_count", 9); });
+  std::string e = load_error(used);
+  EXPECT_NE(e.find("qwen3moe.expert_used_count"), std::string::npos) << e;
+  EXPECT_NE(e.find("9"), std::string::npos) << e;
+  const auto none = rewrite_gguf(src, "none", [](gguf::Writer& w) {
+    w.set_u32("qwen3moe.expert_count", 0);
+    w.set_u32("qwen3moe.expert_used_count", 0);
+  });
+  e = load_error(none);
+  EXPECT_NE(e.find("qwen3moe.expert_count"), std::string::npos) << e;
+  const auto huge = rewrite_gguf(src, "huge", [](gguf::Writer& w) { w.set_u32("qwen3moe.expert_count", 1u << 30); });
+  e = load_error(huge);
+  EXPECT_NE(e.find("qwen3moe.expert_count"), std::string::npos) << e;
+  const auto fewer = rewrite_gguf(src, "fewer", [](gguf::Writer& w) { w.set_u32("qwen3moe.expert_count", 4); });
+  e = load_error(fewer);  // the tensors hold 8 experts
+  EXPECT_NE(e.find("tensor 'blk.0.ffn_up_exps.weight': found shape [128, 64, 8], expected [128, 64, 4]"),
+            std::string::npos) << e;
+  const auto missing = rewrite_gguf(src, "noexps", [](gguf::Writer&) {}, {"blk.2.ffn_down_exps.weight"});
+  e = load_error(missing);
+  EXPECT_NE(e.find("tensor 'blk.2.ffn_down_exps.weight' is missing"), std::string::npos) << e;
+  for (const auto& p : {used, none, huge, fewer, missing}) std::filesystem::remove(p);
 }
 
 TEST(ArchHparams, FixtureTokenizersLoad) {

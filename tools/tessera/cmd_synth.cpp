@@ -1,6 +1,6 @@
-// `tessera synth --arch llama --shape NAME --type TYPE -o FILE [--vocab V]
-// [--seed S] [-t N]`: a random-weight model of a real shape, for benchmarks
-// without downloads.
+// `tessera synth --shape NAME --type TYPE -o FILE [--layers N] [--vocab V]
+// [--seed S] [--std X] [-t N]`: a random-weight model of a real shape (its
+// architecture is the shape's), for benchmarks without downloads.
 #include <chrono>
 #include <filesystem>
 #include <memory>
@@ -19,9 +19,11 @@ namespace {
 std::string shape_list() {
   std::string s;
   for (const SynthShape& sh : synth_shapes()) {
-    s += fmt::format("\n  {:<15} n_embd {:>4}, {:>2} layers, {:>2} heads, {:>2} KV heads, n_ff "
-                     "{:>5}, vocab {}{}",
-                     sh.name, sh.n_embd, sh.n_layer, sh.n_head, sh.n_head_kv, sh.n_ff,
+    s += fmt::format("\n  {:<15} {}: n_embd {:>4}, {:>2} layers, {:>2} heads, {:>2} KV heads, {}, vocab {}{}",
+                     sh.name, sh.arch, sh.n_embd, sh.n_layer, sh.n_head, sh.n_head_kv,
+                     sh.n_expert > 0 ? fmt::format("{} experts of {} rows, {} per token", sh.n_expert,
+                                                   sh.n_ff_exp, sh.n_expert_used)
+                                     : fmt::format("n_ff {}", sh.n_ff),
                      sh.n_vocab ? std::to_string(sh.n_vocab) : "of --vocab",
                      sh.tied_output ? ", output tied to token_embd" : "");
   }
@@ -32,20 +34,29 @@ std::string shape_list() {
 
 Runner add_synth(CLI::App& app) {
   struct Options {
-    std::string arch = "llama", shape, type = "f16", out, vocab;
+    std::string arch, shape, type = "f16", out, vocab;
     uint64_t seed = 1;
+    int64_t layers = 0;
+    float std = 0.02f;
     int threads = 0;
   };
   auto opts = std::make_shared<Options>();
   opts->vocab = TESSERA_DEFAULT_SYNTH_VOCAB;
   CLI::App* cmd = app.add_subcommand(
-      "synth", "Write a random-weight model of a real shape (normal weights, std 0.02; norms 1)");
+      "synth", "Write a random-weight model of a real shape (normal weights, std 0.02; norms 1; "
+               "a MoE router f32)");
   cmd->footer("Shapes:" + shape_list() +
               "\nA vocabulary smaller than the shape's is padded with unused tokens.");
-  cmd->add_option("--arch", opts->arch, "Architecture (llama)")->capture_default_str();
+  cmd->add_option("--arch", opts->arch, "Architecture: must be the shape's (llama, qwen3moe)");
   cmd->add_option("--shape", opts->shape, "Shape name (see below)")->required();
+  cmd->add_option("--layers", opts->layers, "Blocks to write instead of the shape's (a file that fits memory)")
+      ->check(CLI::Range(int64_t{1}, int64_t{512}));
+  cmd->add_option("--std", opts->std, "Standard deviation of the weights")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6f, 10.0f));
   cmd->add_option("--type", opts->type,
-                  "Type of the 2-D weights: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q6_k")
+                  "Type of the weight matrices: any type tessera quantizes (f16, q8_0, q4_0, q4_k, "
+                  "q6_k, mxfp4, ...)")
       ->capture_default_str();
   cmd->add_option("-o,--output", opts->out, "GGUF file to write")->required();
   cmd->add_option("--vocab", opts->vocab, "GGUF whose tokenizer the model takes")
@@ -58,14 +69,19 @@ Runner add_synth(CLI::App& app) {
       fail(ErrorCategory::kInvalidArgument, "[--shape] found '{}', expected one of:{}", opts->shape,
            shape_list());
     }
+    if (!opts->arch.empty() && opts->arch != shape->arch) {
+      fail(ErrorCategory::kInvalidArgument, "[--arch] found '{}', but shape '{}' is {}", opts->arch,
+           shape->name, shape->arch);
+    }
     const auto type = dtype_from_name(opts->type);
     if (!type) {
       fail(ErrorCategory::kInvalidArgument, "[--type] found '{}', expected a type such as q4_0",
            opts->type);
     }
     SynthOptions o;
-    o.arch = opts->arch;
     o.shape = *shape;
+    o.layers = opts->layers;
+    o.std = opts->std;
     o.type = *type;
     o.vocab = opts->vocab;
     o.seed = opts->seed;

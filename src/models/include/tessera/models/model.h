@@ -68,6 +68,23 @@ struct Hparams {
   float rope_freq_base_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;
 
+  // Mixture of experts (expert_count > 0): each token's FFN is the weighted
+  // sum of n_expert_used of n_expert expert FFNs of n_ff_exp rows, picked by
+  // the router (ffn_gate_inp) through `expert_gating`; with
+  // expert_weights_norm the picked weights are divided by their sum, then
+  // multiplied by expert_weights_scale. n_ff_shexp: the shared expert's rows.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_exp = 0;
+  int64_t n_ff_shexp = 0;
+  enum class ExpertGating : uint8_t {
+    kSoftmax,        // softmax over every expert's logit, then the top ones
+    kSigmoid,        // sigmoid of each logit
+    kSoftmaxWeight,  // the top logits, then softmax over them (gpt-oss)
+  };
+  ExpertGating expert_gating = ExpertGating::kSoftmax;
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 1.0f;
   float attn_scale = 0.0f;           // scale of q.k; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
 
@@ -112,6 +129,26 @@ struct LayerWeights {
   Tensor* ffn_up = nullptr;          // [n_embd, n_ff], or [n_embd, 2 n_ff]: gate rows, then up
   Tensor* ffn_down = nullptr;        // [n_ff, n_embd]
   Tensor* ffn_post_norm = nullptr;   // [n_embd]: on the FFN output, before the residual
+  // Mixture of experts (Hparams::n_expert > 0): the router and the experts,
+  // one matrix per expert along dim 2; the shared expert beside them.
+  Tensor* ffn_gate_inp = nullptr;      // [n_embd, n_expert]: the router's logits
+  Tensor* ffn_gate_exps = nullptr;     // [n_embd, n_ff_exp, n_expert]
+  Tensor* ffn_up_exps = nullptr;       // [n_embd, n_ff_exp, n_expert]
+  Tensor* ffn_down_exps = nullptr;     // [n_ff_exp, n_embd, n_expert]
+  Tensor* ffn_gate_inp_shexp = nullptr;  // [n_embd]: the shared expert's sigmoid gate
+  Tensor* ffn_gate_shexp = nullptr;    // [n_embd, n_ff_shexp]
+  Tensor* ffn_up_shexp = nullptr;      // [n_embd, n_ff_shexp]
+  Tensor* ffn_down_shexp = nullptr;    // [n_ff_shexp, n_embd]
+  // Every weight above (null where the block has none): what placement loads.
+  std::vector<Tensor*> weights() const {
+    return {attn_norm,      wq,           wk,           wv,
+            wqkv,           bq,           bk,           bv,
+            attn_q_norm,    attn_k_norm,  wo,           attn_post_norm,
+            ffn_norm,       ffn_gate,     ffn_up,       ffn_down,
+            ffn_post_norm,  ffn_gate_inp, ffn_gate_exps, ffn_up_exps,
+            ffn_down_exps,  ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp,
+            ffn_down_shexp};
+  }
   Device* device = nullptr;          // where this layer's weights live
   // The model's RoPE frequency factors, or their copies on this layer's
   // device (nullable): rope_freqs (Llama 3), LongRoPE's long and short.

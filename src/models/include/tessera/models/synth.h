@@ -1,4 +1,5 @@
-// Random-weight models of real shapes, written as GGUF files that any GGUF
+// Random-weight models of real shapes (llama, and qwen3moe with its experts),
+// written as GGUF files that any GGUF
 // reader loads as an ordinary model: for benchmarks without downloads.
 // Weights are normal (std 0.02), norms 1; the tokenizer is copied from a
 // vocabulary GGUF. The file is written as a stream, one tensor in memory at a
@@ -24,16 +25,20 @@ struct SynthShape {
   uint32_t n_ctx;
   float rope_base;
   bool tied_output;  // no output.weight: the head reads token_embd (Llama 3.2 1B)
+  std::string_view arch = "llama";  // llama, or qwen3moe (q/k norms, experts)
+  int64_t head_dim = 0;             // 0: n_embd / n_head
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe's experts
 };
 
-// tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny.
+// tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny, qwen3-30b-a3b, qwen3moe-tiny.
 std::span<const SynthShape> synth_shapes();
 // Null when there is no shape of that name.
 const SynthShape* find_synth_shape(std::string_view name);
 
 struct SynthOptions {
-  std::string arch = "llama";  // only llama for now
-  SynthShape shape{};
+  SynthShape shape{};  // its arch says which architecture the file is
+  int64_t layers = 0;  // > 0: this many blocks instead of the shape's (a file that fits memory)
+  float std = 0.02f;   // of the normal weights (fixtures take larger ones, for wide logit margins)
   DType type = DType::kF16;  // of the 2-D weights; norms are f32
   // A GGUF whose tokenizer.* keys are copied. A vocabulary smaller than the
   // shape's is padded with unused tokens; a larger one is an error.
@@ -52,7 +57,8 @@ void synthesize_model(const SynthOptions& options, const std::filesystem::path& 
                       const SynthProgress& progress = {});
 
 // llama.cpp's general.file_type (llama_ftype) for a file "mostly" of `type`:
-// F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9, Q6_K 18, BF16 32, ...
+// F32 0, F16 1, Q4_0 2, Q4_1 3, Q8_0 7, Q5_0 8, Q5_1 9, Q2_K 10, Q3_K 12 (_M),
+// Q4_K 15 (_M), Q5_K 17 (_M), Q6_K 18, IQ4_NL 25, IQ4_XS 30, BF16 32, MXFP4 38 (MXFP4_MOE).
 // Null for types without one.
 std::optional<uint32_t> llama_file_type(DType type);
 
