@@ -44,6 +44,8 @@ std::vector<Case> mul_mat_id_cases(DType type) {
   const IdShape shapes[] = {
       // decode: one token, n_used slots reading its one row
       {"decode", 1, 33, 8, 3, 1, 1},
+      // decode, an expert's rows in runs per slot (200 = 12.5 panels: a partial last one)
+      {"decode_tall", 1, 200, 6, 2, 1, 1},
       // prefill: a row per slot; 5 experts over 13 x 3 columns (some have none, some > 8)
       {"prefill", 2, 17, 6, 3, 3, 13},
       // broadcast rows over many tokens: 2 experts take ~80 columns each (> a GEMM chunk of 64)

@@ -78,8 +78,10 @@ struct ModelInfo {
   uint64_t bytes = 0;
   uint64_t params = 0;
   // Per token: bytes of weights a matmul reads (every 2-D weight but the
-  // embedding table, which is only gathered, unless the head reuses it),
+  // embedding table, which is only gathered, unless the head reuses it; of a
+  // mixture's expert tensors the n_expert_used / n_expert a token picks),
   // their multiply-adds, and whether the largest share is quantized.
+  uint64_t active_params = 0;  // a mixture of experts: the parameters a token uses
   uint64_t matmul_bytes = 0;
   uint64_t matmul_macs = 0;
   uint64_t head_macs = 0;  // of those, the output head's: a prompt needs its last row only
@@ -91,14 +93,19 @@ ModelInfo describe(const Model& model) {
   std::map<std::string, uint64_t> by_type;
   const bool tied = model.file().find_tensor("output.weight") == nullptr;
   std::map<DType, uint64_t> matmul_by_type;
+  const Hparams& hp = model.hparams();
   for (const gguf::TensorInfo& t : model.file().tensors()) {
     info.bytes += t.nbytes;
     info.params += static_cast<uint64_t>(t.n_elements());
     by_type[std::string(dtype_name(t.type))] += t.nbytes;
+    // An expert tensor [.., .., n_expert]: a token reads n_used of its matrices.
+    const bool experts = hp.n_expert > 0 && t.n_dims == 3 && t.name.find("_exps.") != std::string::npos;
+    const auto share = [&](uint64_t v) { return experts ? v / uint64_t(hp.n_expert) * uint64_t(hp.n_expert_used) : v; };
+    info.active_params += share(static_cast<uint64_t>(t.n_elements()));
     const bool head = t.name == "output.weight" || (tied && t.name == "token_embd.weight");
     if (t.n_dims >= 2 && (t.name != "token_embd.weight" || tied)) {
-      info.matmul_bytes += t.nbytes;
-      info.matmul_macs += static_cast<uint64_t>(t.n_elements());
+      info.matmul_bytes += share(t.nbytes);
+      info.matmul_macs += share(static_cast<uint64_t>(t.n_elements()));
       if (head) info.head_macs += static_cast<uint64_t>(t.n_elements());
       matmul_by_type[t.type] += t.nbytes;
     }
@@ -126,10 +133,14 @@ ModelInfo describe(const Model& model) {
     } catch (const Error&) {  // a negative number: no mix
     }
   }
-  const double p = double(info.params);
-  const std::string size = p >= 1e9    ? fmt::format("{:.1f}B", p / 1e9)
-                           : p >= 1e7 ? fmt::format("{:.0f}M", p / 1e6)
-                                      : fmt::format("{:.1f}M", p / 1e6);
+  const auto size_of = [](double p) {
+    return p >= 1e9 ? fmt::format("{:.1f}B", p / 1e9)
+           : p >= 1e7 ? fmt::format("{:.0f}M", p / 1e6)
+                      : fmt::format("{:.1f}M", p / 1e6);
+  };
+  // A mixture of experts as llama-bench names one: total.Aactive ("30B.A3B").
+  std::string size = size_of(double(info.params));
+  if (hp.n_expert > 0) size += ".A" + size_of(double(info.active_params));
   info.type = fmt::format("{} {} {}", model.hparams().architecture, size, main_type);
   return info;
 }

@@ -89,9 +89,15 @@ Plan plan_of(const OpContext& ctx, const Layout& l) {
 struct Cut {
   int64_t rows, cols;
 };
-Cut cut_for(const MatKernel* mk, int64_t count) {
+Cut cut_for(const MatKernel* mk, int64_t count, int64_t m, int nth) {
   if (mk == nullptr) return {kRefRows, std::max<int64_t>(count, 1)};
-  if (count <= kGemvCols) return {kGemvMinRows, std::max<int64_t>(count, 1)};
+  if (count <= kGemvCols) {
+    // GEMV: an expert's rows in nth long runs, whole panels, so each slot
+    // streams a long stretch of one matrix while the others stream theirs.
+    const int64_t per = (m + nth - 1) / nth;
+    const int64_t rows = std::max(kGemvMinRows, (per + kPanelRows - 1) / kPanelRows * kPanelRows);
+    return {rows, std::max<int64_t>(count, 1)};
+  }
   return {std::min(gemm_rows(*mk), kMaxTile / gemm_cols(*mk)), gemm_cols(*mk)};
 }
 int64_t items_for(const Cut& c, int64_t m, int64_t count) {
@@ -123,7 +129,7 @@ int phases(const Tensor& node, int, const Kernels* kernels) {
 }
 
 // Phase 0: checks the ids and writes the plan.
-void make_plan(const Tensor& node, const Plan& p, const MatKernel* mk) {
+void make_plan(const Tensor& node, const Plan& p, const MatKernel* mk, int nth) {
   const Shape s = shape_of(node);
   const Tensor& ids = *node.src[2];
   std::fill(p.offsets, p.offsets + s.n_expert + 1, 0);
@@ -141,7 +147,7 @@ void make_plan(const Tensor& node, const Plan& p, const MatKernel* mk) {
   p.items[0] = 0;
   for (int64_t e = 0; e < s.n_expert; ++e) {
     const int64_t count = p.offsets[e + 1];
-    p.items[e + 1] = p.items[e] + items_for(cut_for(mk, count), s.m, count);
+    p.items[e + 1] = p.items[e] + items_for(cut_for(mk, count, s.m, nth), s.m, count);
     p.offsets[e + 1] += p.offsets[e];
   }
   // Place the pairs: a running fill per expert, kept in offsets[e] and restored after.
@@ -230,7 +236,7 @@ void run_items(Tensor& node, const Plan& p, const MatKernel& mk, const uint8_t* 
        i = next.fetch_add(1, std::memory_order_relaxed)) {
     const int64_t e = expert_of(p, s.n_expert, i);
     const int64_t first = p.offsets[e], count = p.offsets[e + 1] - first;
-    const Cut cut = cut_for(&mk, count);
+    const Cut cut = cut_for(&mk, count, s.m, ctx.nth);
     const int64_t row_blocks = (s.m + cut.rows - 1) / cut.rows;
     const int64_t local = i - p.items[e];
     const int64_t r0 = local % row_blocks * cut.rows, c0 = local / row_blocks * cut.cols;
@@ -284,7 +290,7 @@ void compute(Tensor& node, const OpContext& ctx) {
   const Plan p = plan_of(ctx, l);
   const MatKernel* mk = fast_kernel(ctx.kernels, *node.src[0]);
   if (ctx.phase == 0) {
-    if (ctx.ith == 0) make_plan(node, p, mk);
+    if (ctx.ith == 0) make_plan(node, p, mk, ctx.nth);
     return;
   }
   const size_t tile_bytes = (l.total - l.tiles) / static_cast<size_t>(ctx.nth);
