@@ -63,8 +63,8 @@ void read_experts(const KeyReader& r, Hparams& hp) {
     return;
   }
   r.check_range("expert_used_count", hp.n_expert_used, 1, hp.n_expert);
-  hp.n_ff_exp = r.uint("expert_feed_forward_length").value_or(hp.n_ff);
-  r.check_range("expert_feed_forward_length", hp.n_ff_exp, 1, 4 * kMaxDim);
+  hp.n_ff_exp = r.uint("expert_feed_forward_length").value_or(0);  // 0: the architecture's default
+  r.check_range("expert_feed_forward_length", hp.n_ff_exp, 0, 4 * kMaxDim);
   hp.n_ff_shexp = r.uint("expert_shared_feed_forward_length").value_or(0);
   r.check_range("expert_shared_feed_forward_length", hp.n_ff_shexp, 0, 4 * kMaxDim);
   if (const gguf::Value* v = r.find("expert_weights_norm")) hp.expert_weights_norm = v->boolean();
@@ -149,6 +149,7 @@ Hparams read_hparams(const gguf::File& file) {
   hp.norm_rms_eps = *eps;
   read_experts(r, hp);
   if (architecture.read_hparams != nullptr) architecture.read_hparams(file, hp);
+  if (hp.n_expert > 0 && hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff;  // Mixtral's experts are n_ff rows
   return hp;
 }
 

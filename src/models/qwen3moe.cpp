@@ -19,6 +19,7 @@ void read_hparams(const gguf::File& file, Hparams& hp) {
   }
   hp.expert_gating = Hparams::ExpertGating::kSoftmax;
   hp.expert_weights_norm = true;
+  if (hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff / hp.n_expert_used;  // llama.cpp's default
 }
 
 void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {

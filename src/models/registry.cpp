@@ -13,12 +13,14 @@ extern const Architecture kQwen3Architecture;
 extern const Architecture kGemma3Architecture;
 extern const Architecture kPhi3Architecture;
 extern const Architecture kQwen3MoeArchitecture;
+extern const Architecture kQwen2MoeArchitecture;
 
 namespace {
 
 constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
                                        &kQwen3Architecture, &kGemma3Architecture,
-                                       &kPhi3Architecture, &kQwen3MoeArchitecture};
+                                       &kPhi3Architecture, &kQwen3MoeArchitecture,
+                                       &kQwen2MoeArchitecture};
 
 }  // namespace
 

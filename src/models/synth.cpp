@@ -27,6 +27,9 @@ constexpr SynthShape kShapes[] = {
     // Qwen3-30B-A3B as published: 128 experts of 768 rows, 8 per token.
     {"qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, false, "qwen3moe", 128, 128, 8, 768},
     {"qwen3moe-tiny", 128, 4, 4, 2, 256, 0, 2048, 1000000.0f, false, "qwen3moe", 32, 8, 2, 64},  // fixtures
+    // Mixtral's layout (llama with experts) and Qwen2-MoE's (biases, a shared expert of n_ff rows).
+    {"mixtral-tiny", 128, 4, 4, 2, 64, 0, 2048, 1000000.0f, false, "llama", 0, 8, 2, 64},         // fixtures
+    {"qwen2moe-tiny", 128, 4, 4, 2, 96, 0, 2048, 1000000.0f, false, "qwen2moe", 0, 8, 2, 64},     // fixtures
 };
 
 uint64_t splitmix64(uint64_t& s) {
@@ -67,7 +70,7 @@ int64_t head_dim(const SynthShape& s) {
 }
 
 bool is_moe(const SynthShape& s) {
-  return s.arch == "qwen3moe";
+  return s.n_expert > 0;
 }
 
 std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
@@ -83,7 +86,13 @@ std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
     t.push_back({n("attn_k"), {s.n_embd, kv}, Fill::kWeights});
     t.push_back({n("attn_v"), {s.n_embd, kv}, Fill::kWeights});
     t.push_back({n("attn_output"), {q, s.n_embd}, Fill::kWeights});
-    if (is_moe(s)) {
+    if (s.arch == "qwen2moe") {
+      auto b = [i](const char* what) { return fmt::format("blk.{}.{}.bias", i, what); };
+      t.push_back({b("attn_q"), {q}, Fill::kF32Weights});
+      t.push_back({b("attn_k"), {kv}, Fill::kF32Weights});
+      t.push_back({b("attn_v"), {kv}, Fill::kF32Weights});
+    }
+    if (s.arch == "qwen3moe") {
       t.push_back({n("attn_q_norm"), {head}, Fill::kNorm});
       t.push_back({n("attn_k_norm"), {head}, Fill::kNorm});
     }
@@ -93,6 +102,12 @@ std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
       t.push_back({n("ffn_gate_exps"), {s.n_embd, s.n_ff_exp, s.n_expert}, Fill::kWeights});
       t.push_back({n("ffn_up_exps"), {s.n_embd, s.n_ff_exp, s.n_expert}, Fill::kWeights});
       t.push_back({n("ffn_down_exps"), {s.n_ff_exp, s.n_embd, s.n_expert}, Fill::kWeights});
+      if (s.arch == "qwen2moe") {  // the shared expert, n_ff rows
+        t.push_back({n("ffn_gate_inp_shexp"), {s.n_embd}, Fill::kF32Weights});
+        t.push_back({n("ffn_gate_shexp"), {s.n_embd, s.n_ff}, Fill::kWeights});
+        t.push_back({n("ffn_up_shexp"), {s.n_embd, s.n_ff}, Fill::kWeights});
+        t.push_back({n("ffn_down_shexp"), {s.n_ff, s.n_embd}, Fill::kWeights});
+      }
     } else {
       t.push_back({n("ffn_gate"), {s.n_embd, s.n_ff}, Fill::kWeights});
       t.push_back({n("ffn_up"), {s.n_embd, s.n_ff}, Fill::kWeights});
@@ -115,9 +130,12 @@ uint64_t tensor_bytes(const TensorSpec& t, DType type) {
 
 void check_options(const SynthOptions& o) {
   const SynthShape& s = o.shape;
-  if (s.arch != "llama" && s.arch != "qwen3moe") {
-    fail(ErrorCategory::kInvalidArgument, "[synth] shape '{}': found architecture '{}', expected llama or qwen3moe",
-         s.name, s.arch);
+  if (s.arch != "llama" && s.arch != "qwen3moe" && s.arch != "qwen2moe") {
+    fail(ErrorCategory::kInvalidArgument,
+         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe or qwen2moe", s.name, s.arch);
+  }
+  if (s.arch != "llama" && s.n_expert == 0) {
+    fail(ErrorCategory::kInvalidArgument, "[synth] shape '{}': a {} shape needs experts", s.name, s.arch);
   }
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
       (s.head_dim == 0 && s.n_embd % s.n_head != 0) || s.n_head % s.n_head_kv != 0) {
@@ -127,7 +145,7 @@ void check_options(const SynthOptions& o) {
          s.name, s.n_embd, s.n_head, s.n_head_kv);
   }
   if (is_moe(s) && (s.n_expert <= 0 || s.n_expert_used <= 0 || s.n_expert_used > s.n_expert ||
-                    s.n_ff_exp <= 0)) {
+                    s.n_ff_exp <= 0 || (s.arch == "llama" && s.n_ff_exp != s.n_ff))) {
     fail(ErrorCategory::kInvalidArgument,
          "[synth] shape '{}': found {} experts, {} per token, {} rows each, expected 1 <= per token <= experts",
          s.name, s.n_expert, s.n_expert_used, s.n_ff_exp);
@@ -139,7 +157,9 @@ void check_options(const SynthOptions& o) {
     fail(ErrorCategory::kInvalidArgument, "[synth] --std: found {}, expected (0, 10]", o.std);
   }
   const DTypeInfo& info = dtype_info(o.type);
-  for (int64_t row : {s.n_embd, is_moe(s) ? s.n_ff_exp : s.n_ff, head_dim(s) * s.n_head}) {
+  const bool dense_rows = !is_moe(s) || s.arch == "qwen2moe";  // a dense FFN or a shared expert of n_ff
+  for (int64_t row : {s.n_embd, dense_rows ? s.n_ff : s.n_embd, is_moe(s) ? s.n_ff_exp : s.n_embd,
+                      head_dim(s) * s.n_head}) {
     if (!info.has_quantize || row % info.block_size != 0) {
       fail(ErrorCategory::kInvalidArgument,
            "[synth] --type {}: found rows of {} elements, expected a type tessera can write "
@@ -256,16 +276,19 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
   w.set_u32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
   w.set_u32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
   w.set_f32(key("rope.freq_base"), s.rope_base);
-  if (is_moe(s)) {  // qwen3moe
+  if (s.arch == "qwen3moe") {
     w.set_u32(key("attention.key_length"), static_cast<uint32_t>(head_dim(s)));
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(head_dim(s)));
-    w.set_f32(key("attention.layer_norm_rms_epsilon"), 1e-6f);
-    w.set_u32(key("expert_count"), static_cast<uint32_t>(s.n_expert));
-    w.set_u32(key("expert_used_count"), static_cast<uint32_t>(s.n_expert_used));
-    w.set_u32(key("expert_feed_forward_length"), static_cast<uint32_t>(s.n_ff_exp));
   } else {
     w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim(s)));
-    w.set_f32(key("attention.layer_norm_rms_epsilon"), 1e-5f);
+  }
+  w.set_f32(key("attention.layer_norm_rms_epsilon"), s.arch == "llama" ? 1e-5f : 1e-6f);
+  if (is_moe(s)) {
+    w.set_u32(key("expert_count"), static_cast<uint32_t>(s.n_expert));
+    w.set_u32(key("expert_used_count"), static_cast<uint32_t>(s.n_expert_used));
+    // (llama's experts are n_ff rows: llama.cpp reads no expert length for it)
+    if (s.arch != "llama") w.set_u32(key("expert_feed_forward_length"), static_cast<uint32_t>(s.n_ff_exp));
+    if (s.arch == "qwen2moe") w.set_u32(key("expert_shared_feed_forward_length"), static_cast<uint32_t>(s.n_ff));
   }
 
   int64_t n_vocab = s.n_vocab;

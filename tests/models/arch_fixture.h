@@ -22,8 +22,8 @@
 
 namespace tessera::testing {
 
-inline const std::array<std::string, 6> kFixtureArchs = {"llama", "qwen2", "qwen3", "gemma3",
-                                                         "phi3", "qwen3moe"};
+inline const std::array<std::string, 8> kFixtureArchs = {"llama", "qwen2", "qwen3", "gemma3",
+                                                         "phi3", "qwen3moe", "mixtral", "qwen2moe"};
 
 // Per prompt position, the NMSE of the engine's logits against llama.cpp's.
 // Both sides round weights and the KV cache to f16 and sum in f32, in other
@@ -35,6 +35,7 @@ inline const std::array<std::string, 6> kFixtureArchs = {"llama", "qwen2", "qwen
 inline constexpr double kArchNmseLimit = 1e-4;
 
 struct ArchFixture {
+  std::string architecture;     // general.architecture (mixtral's is llama)
   std::string gguf;             // path of NAME.gguf
   std::vector<int32_t> prompt;  // 24 ids, BOS first
   std::vector<int32_t> greedy;  // llama.cpp's 24 greedy tokens after the prompt
@@ -49,6 +50,7 @@ struct ArchFixture {
     const nlohmann::json j = nlohmann::json::parse(js);
     ArchFixture f;
     f.gguf = dir + name + ".gguf";
+    f.architecture = j.at("architecture").get<std::string>();
     f.prompt = j.at("prompt").get<std::vector<int32_t>>();
     f.greedy = j.at("greedy").get<std::vector<int32_t>>();
     f.n_vocab = j.at("n_vocab").get<int64_t>();

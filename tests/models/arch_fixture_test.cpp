@@ -73,7 +73,7 @@ class ArchFixtureTest : public ::testing::TestWithParam<TierCase> {
 };
 
 TEST_P(ArchFixtureTest, PromptLogitsMatchLlamaCppAtEveryPosition) {
-  EXPECT_EQ(model_->hparams().architecture, GetParam().arch);
+  EXPECT_EQ(model_->hparams().architecture, fixture_.architecture);
   Session s(*model_);
   const auto all = s.decode(fixture_.prompt, /*all_logits=*/true);
   const size_t nv = static_cast<size_t>(fixture_.n_vocab);

@@ -99,6 +99,26 @@ TEST(ArchHparams, EachFixtureReadsItsOwnKeys) {
     EXPECT_EQ(l.ffn_gate_inp->type, DType::kF32);
     EXPECT_EQ(l.ffn_up, nullptr);  // no dense FFN
   }
+  {
+    auto m = Model::load(*rt, fixture("mixtral"));
+    const Hparams& hp = m->hparams();
+    EXPECT_EQ(hp.architecture, "llama");
+    EXPECT_EQ(hp.n_ff_exp, hp.n_ff);  // llama's experts are feed_forward_length rows
+    EXPECT_TRUE(hp.expert_weights_norm);
+    EXPECT_EQ(hp.rope_mode, ops::RopeMode::kNormal);
+    EXPECT_NE(m->layers()[0].ffn_gate_inp, nullptr);
+  }
+  {
+    auto m = Model::load(*rt, fixture("qwen2moe"));
+    const Hparams& hp = m->hparams();
+    EXPECT_FALSE(hp.expert_weights_norm);
+    EXPECT_EQ(hp.n_ff_exp, 64);
+    EXPECT_EQ(hp.n_ff_shexp, 96);
+    const LayerWeights& l = m->layers()[2];
+    EXPECT_NE(l.ffn_gate_inp_shexp, nullptr);
+    EXPECT_NE(l.ffn_down_shexp, nullptr);
+    EXPECT_NE(l.bq, nullptr);
+  }
 }
 
 // A mixture of experts whose keys or expert tensors are wrong is refused at

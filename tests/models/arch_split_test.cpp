@@ -57,8 +57,10 @@ TEST_P(ArchSplitTest, LayersOnAFakeGpuGiveTheCpusLogits) {
     for (size_t i = 0; i < got.size(); ++i) {
       // CPU kernels both sides, up to f32 rounding: F16 weights the CPU
       // repacks sum along k in one lane, the fake GPU's rows in eight (seen
-      // up to 4e-8).
-      EXPECT_LT(nmse(got[i], cpu_only[i]), 1e-7) << "row " << i;
+      // up to 4e-8 for dense blocks, 1.4e-7 for mixtral, whose router and
+      // experts add matmuls and a top-k pick per block). A layer that lost a
+      // weight or a bias on the way errs by 1e-4 and more.
+      EXPECT_LT(nmse(got[i], cpu_only[i]), 5e-7) << "row " << i;
     }
   }
 }

@@ -44,11 +44,11 @@ TEST_P(ArchCliTest, RunPrintsLlamaCppsGreedyText) {
 }
 
 TEST_P(ArchCliTest, InspectNamesTheArchitectureAndSaysItLoads) {
-  const CommandResult r =
-      run_command(tessera_cmd("inspect --json " + ArchFixture::load(GetParam()).gguf));
+  const ArchFixture f = ArchFixture::load(GetParam());
+  const CommandResult r = run_command(tessera_cmd("inspect --json " + f.gguf));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(r.out);
-  EXPECT_EQ(j["architecture"], GetParam());
+  EXPECT_EQ(j["architecture"], f.architecture);
   EXPECT_EQ(j["loads"], true) << r.out;
   EXPECT_TRUE(j["tensor_problems"].empty()) << r.out;
 }
