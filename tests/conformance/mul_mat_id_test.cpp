@@ -119,7 +119,9 @@ class AddId : public OpTest {};
 
 TEST_P(AddId, MatchesReference) {
   std::vector<Case> cases;
-  for (const auto& [ne0, ne1, ne2, n] : std::vector<std::array<int64_t, 4>>{{7, 3, 5, 4}, {64, 4, 1, 32}, {1, 1, 1, 1}}) {
+  // (Plain copies, not structured bindings: clang 14 cannot capture those.)
+  for (const std::array<int64_t, 4>& s : std::vector<std::array<int64_t, 4>>{{7, 3, 5, 4}, {64, 4, 1, 32}, {1, 1, 1, 1}}) {
+    const int64_t ne0 = s[0], ne1 = s[1], ne2 = s[2], n = s[3];
     cases.push_back({fmt::format("ne{}x{}x{}_n{}", ne0, ne1, ne2, n),
                      [=](CaseGraph& c) {
                        Tensor* a = c.input(DType::kF32, {ne0, ne1, ne2});
