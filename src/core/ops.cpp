@@ -186,6 +186,11 @@ Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up) {
 Tensor* geglu(Graph& g, Tensor* gate, Tensor* up) {
   return gated(g, Op::kGeglu, gate, up);
 }
+Tensor* swiglu_oai(Graph& g, Tensor* gate, Tensor* up, float alpha, float limit) {
+  Tensor* t = gated(g, Op::kSwigluOai, gate, up);
+  SwigluOaiParams{alpha, limit}.set(*t);
+  return t;
+}
 
 Tensor* norm(Graph& g, Tensor* a, float eps) {
   Tensor* t = same_shape_node(g, Op::kNorm, a);

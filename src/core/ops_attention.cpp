@@ -92,4 +92,15 @@ Tensor* flash_attn_ext(Graph& g, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, 
   return t;
 }
 
+Tensor* flash_attn_ext_add_sinks(Tensor* attn, Tensor* sinks) {
+  constexpr Op kOp = Op::kFlashAttnExt;
+  expect(attn->op == kOp, kOp, *attn, "a FLASH_ATTN_EXT node");
+  const int64_t heads = attn->src[0]->ne[2];
+  expect(sinks->type == DType::kF32 && sinks->ne[0] == heads && sinks->n_elements() == heads &&
+             sinks->is_contiguous(),
+         kOp, *sinks, fmt::format("f32 sinks [{}], one per query head", heads));
+  attn->src[4] = sinks;
+  return attn;
+}
+
 }  // namespace tessera::ops

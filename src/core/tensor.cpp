@@ -34,6 +34,7 @@ std::string_view op_name(Op op) {
     case Op::kUnary: return "UNARY";
     case Op::kSwiglu: return "SWIGLU";
     case Op::kGeglu: return "GEGLU";
+    case Op::kSwigluOai: return "SWIGLU_OAI";
     case Op::kSumRows: return "SUM_ROWS";
     case Op::kNorm: return "NORM";
     case Op::kRmsNorm: return "RMS_NORM";

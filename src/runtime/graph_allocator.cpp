@@ -98,6 +98,7 @@ bool can_run_in_place(const Tensor& node) {
     case Op::kUnary:
     case Op::kSwiglu:
     case Op::kGeglu:
+    case Op::kSwigluOai:
     case Op::kNorm:
     case Op::kRmsNorm:
       break;

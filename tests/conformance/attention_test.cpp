@@ -57,12 +57,14 @@ std::vector<double> naive_rope(const Tensor& node, const HostValues& in) {
   return out;
 }
 
-// Plain softmax(q.k * scale [softcapped] + slope * mask) . v per query row, in double.
+// Plain softmax(q.k * scale [softcapped] + slope * mask) . v per query row, in
+// double; with sinks (src[4]) head h's sink logit joins the denominator.
 std::vector<double> naive_flash_attn(const Tensor& node, const HostValues& in) {
   const Tensor& q = *node.src[0];
   const Tensor& k = *node.src[1];
   const Tensor& v = *node.src[2];
   const Tensor* mask = node.src[3];
+  const Tensor* sinks = node.src[4];
   const FlashAttnExtParams p = FlashAttnExtParams::get(node);
   const double scale = p.scale, max_bias = p.max_bias, softcap = p.softcap;
   const int64_t n_kv = k.ne[1], dv = v.ne[0];
@@ -86,7 +88,10 @@ std::vector<double> naive_flash_attn(const Tensor& node, const HostValues& in) {
                      s[static_cast<size_t>(ic)] = score;
                      max = std::max(max, score);
                    }
-                   double sum = 0.0;
+                   const double sink = sinks ? in.at(*sinks, h, 0, 0, 0)
+                                             : -std::numeric_limits<double>::infinity();
+                   max = std::max(max, sink);
+                   double sum = sinks ? std::exp(sink - max) : 0.0;
                    for (double& x : s) sum += (x = std::isinf(x) ? 0.0 : std::exp(x - max));
                    for (int64_t j = 0; j < dv; ++j) {
                      double acc = 0.0;
@@ -176,6 +181,7 @@ struct AttnCase {
   DType mask_type;                // kI32: no mask
   int64_t mask_rows, mask_heads;  // mask [n_kv, mask_rows, mask_heads, 1]
   float max_bias = 0.0f, softcap = 0.0f;
+  bool sinks = false;  // a sink logit per head (gpt-oss)
 };
 
 std::vector<Case> flash_attn_cases() {
@@ -210,6 +216,13 @@ std::vector<Case> flash_attn_cases() {
       {"q8_0_d128_gqa8_decode_depth2100", 128, 128, 1, 2100, 32, 4, 1, DType::kQ8_0, DType::kF16, 1, 1},
       {"f16_d256", 256, 256, 3, 40, 4, 1, 1, DType::kF16, DType::kF16, 3, 1},
       {"f16_d18", 18, 18, 3, 50, 4, 2, 1, DType::kF16, DType::kF16, 3, 1},
+      // Sinks (gpt-oss: head dim 64, 8 heads a KV head): decode, decode with
+      // keys split over threads, a prompt (the token path, not the tiles),
+      // and f32 K/V on the reference path.
+      {"sinks_f16_decode", 64, 64, 1, 90, 8, 1, 1, DType::kF16, DType::kF16, 1, 1, 0, 0, true},
+      {"sinks_f16_decode_split_keys", 64, 64, 1, 400, 2, 1, 1, DType::kF16, DType::kF32, 1, 1, 0, 0, true},
+      {"sinks_f16_prompt", 64, 64, 9, 40, 8, 2, 1, DType::kF16, DType::kF16, 9, 1, 0, 0, true},
+      {"sinks_f32_kv", 32, 32, 3, 11, 4, 2, 1, DType::kF32, DType::kF32, 3, 1, 0, 0, true},
   };
   std::vector<Case> cases;
   for (const AttnCase& s : shapes) {
@@ -224,7 +237,10 @@ std::vector<Case> flash_attn_cases() {
                               : c.input(s.mask_type, {s.n_kv, s.mask_rows, s.mask_heads, 1},
                                         mask_values(s.n_kv));
            const float scale = 1.0f / std::sqrt(static_cast<float>(s.d));
-           return ops::flash_attn_ext(c.g(), q, k, v, mask, scale, s.max_bias, s.softcap);
+           Tensor* attn = ops::flash_attn_ext(c.g(), q, k, v, mask, scale, s.max_bias, s.softcap);
+           // Sinks around the scores' range: some rows dominated by theirs, some not.
+           if (s.sinks) ops::flash_attn_ext_add_sinks(attn, c.input(DType::kF32, {s.heads}, uniform(-3.0f, 3.0f)));
+           return attn;
          },
          kNmseMatMul});
   }

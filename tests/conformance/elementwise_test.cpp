@@ -1,7 +1,9 @@
 // Elementwise ops: ADD, SUB, MUL, DIV (broadcast), SCALE, SQR, SQRT, CLAMP,
 // the UNARY functions, SWIGLU and GEGLU, over f32/f16/bf16, odd and broadcast shapes,
 // permuted and strided views.
+#include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "conformance/op_test.h"
 #include "tessera/core/op_params.h"
@@ -98,6 +100,12 @@ std::vector<double> naive_map(const Tensor& node, const HostValues& in) {
         return x * sigmoid(x) * in.at(*node.src[1], i0, i1, i2, i3);
       case Op::kGeglu:
         return unary_value(UnaryOp::kGelu, x, 0.0) * in.at(*node.src[1], i0, i1, i2, i3);
+      case Op::kSwigluOai: {
+        const SwigluOaiParams p = SwigluOaiParams::get(node);
+        const double g = std::min<double>(x, p.limit);
+        const double u = std::clamp<double>(in.at(*node.src[1], i0, i1, i2, i3), -p.limit, p.limit);
+        return g / (1.0 + std::exp(-static_cast<double>(p.alpha) * g)) * (u + 1.0);
+      }
       default:
         ADD_FAILURE() << "not a map op";
         return 0.0;
@@ -248,6 +256,7 @@ class Clamp : public OpTest {};
 class Unary : public OpTest {};
 class Swiglu : public OpTest {};
 class Geglu : public OpTest {};
+class SwigluOai : public OpTest {};
 
 TEST_P(Add, MatchesReference_BroadcastGrid) {
   run(binary_cases(Op::kAdd), naive_binary);
@@ -293,6 +302,24 @@ TEST_P(Geglu, MatchesReference_FusedHalves) {
   run(gated_cases(ops::geglu, uniform(-4.0f, 4.0f)), naive_map);
 }
 
+// gpt-oss's alpha 1.702 and limit 7: gates to +-10 cross the clamp (and the
+// sigmoid's tails); ups to +-10 cross theirs too; another alpha and limit.
+Tensor* swiglu_oai_gpt_oss(Graph& g, Tensor* gate, Tensor* up) {
+  return ops::swiglu_oai(g, gate, up, 1.702f, 7.0f);
+}
+TEST_P(SwigluOai, MatchesReference_ClampedBothSides) {
+  std::vector<Case> cases = gated_cases(swiglu_oai_gpt_oss, uniform(-10.0f, 10.0f));
+  for (const std::pair<float, float>& p : {std::pair{1.702f, 7.0f}, std::pair{0.5f, 2.0f}}) {
+    const float alpha = p.first, limit = p.second;  // (clang 14 cannot capture structured bindings)
+    cases.push_back({fmt::format("ups_clamped_alpha{}_limit{}", alpha, limit), [=](CaseGraph& c) {
+                       Tensor* gate = c.input(DType::kF32, {33, 4}, uniform(-10.0f, 10.0f));
+                       Tensor* up = c.input(DType::kF32, {33, 4}, uniform(-10.0f, 10.0f));
+                       return ops::swiglu_oai(c.g(), gate, up, alpha, limit);
+                     }});
+  }
+  run(cases, naive_map);
+}
+
 INSTANTIATE_TEST_SUITE_P(Conformance, Add, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Sub, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Mul, ::testing::ValuesIn(all_targets()), target_name);
@@ -304,6 +331,7 @@ INSTANTIATE_TEST_SUITE_P(Conformance, Clamp, ::testing::ValuesIn(all_targets()),
 INSTANTIATE_TEST_SUITE_P(Conformance, Unary, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Swiglu, ::testing::ValuesIn(all_targets()), target_name);
 INSTANTIATE_TEST_SUITE_P(Conformance, Geglu, ::testing::ValuesIn(all_targets()), target_name);
+INSTANTIATE_TEST_SUITE_P(Conformance, SwigluOai, ::testing::ValuesIn(all_targets()), target_name);
 
 }  // namespace
 }  // namespace tessera::conformance

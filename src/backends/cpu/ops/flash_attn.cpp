@@ -2,7 +2,9 @@
 // softmax (running max M and sum S; earlier terms rescaled by exp(M_old - M)).
 // Grouped-query heads read KV head h / (H / H_kv); batches likewise. Scores:
 // s = q.k * scale, then softcap * tanh(s / softcap) when softcap > 0, plus
-// slope * mask. K/V rows of any type read_row can convert. Cost per query row:
+// slope * mask. With sinks (src[4], f32 [H]) head h's sink logit joins each
+// row's softmax denominator: the sum gains e^(sink - M), the values nothing.
+// K/V rows of any type read_row can convert. Cost per query row:
 // n_kv * (D + Dv) multiply-adds plus one K and one V row conversion per key.
 #include <algorithm>
 #include <cmath>
@@ -32,7 +34,22 @@ bool supports(const Tensor& node) {
       mask == nullptr || (is_float_type(mask->type) && mask->ne[0] == k.ne[1] &&
                           mask->ne[1] >= q.ne[1] && mask->ne[2] >= 1 && mask->ne[3] >= 1 &&
                           q.ne[2] % mask->ne[2] == 0 && q.ne[3] % mask->ne[3] == 0);
-  return types && shapes && mask_ok && FlashAttnExtParams::get(node).softcap >= 0.0f;
+  const Tensor* sinks = node.src[4];
+  const bool sinks_ok = sinks == nullptr || (sinks->type == DType::kF32 && sinks->ne[0] == q.ne[2] &&
+                                             sinks->n_elements() == q.ne[2] && sinks->is_contiguous());
+  return types && shapes && mask_ok && sinks_ok && FlashAttnExtParams::get(node).softcap >= 0.0f;
+}
+
+// Head h's sink logit, or null when the node has none.
+const float* sinks_of(const Tensor& node) {
+  return node.src[4] != nullptr ? static_cast<const float*>(node.src[4]->data) : nullptr;
+}
+
+// 1 / (sum + e^(sink - m)): what divides a row's undivided output (0 when
+// nothing is left: every key masked and no sink, or a sink past float range).
+float denominator_inverse(float m, float sum, const float* sink) {
+  const float den = sink != nullptr ? sum + std::exp(*sink - m) : sum;
+  return den == 0.0f || std::isinf(den) ? 0.0f : 1.0f / den;
 }
 
 constexpr int kRows = 6;  // q, k, v, mask, accumulator, output
@@ -74,7 +91,9 @@ bool tile_shape(const Tensor& node) {
 }
 
 bool tiled(const Tensor& node, const Kernels* kernels) {
-  return kernels != nullptr && kernels->attn_f16_tiles != nullptr && tile_shape(node);
+  // (Sinks go through the token path, which has each row's max and sum.)
+  return kernels != nullptr && kernels->attn_f16_tiles != nullptr && tile_shape(node) &&
+         node.src[4] == nullptr;
 }
 
 int64_t tile_tokens(const Tensor& node) {
@@ -202,8 +221,18 @@ void run_token(Tensor& node, const OpContext& ctx, FastState& st, int64_t u) {
   for (int64_t i = 0; i < group; ++i) {
     st.op[i] = row_out(node, hk * group + i, iq, b, outs + i * st.row);
   }
+  const float* sinks = sinks_of(node);
+  // With sinks the kernel leaves each row undivided and reports (max, sum).
+  float* lse = sinks != nullptr ? FastState::lse(st.base, group, st.kv_row, st.row) : nullptr;
+  st.a.lse = lse;
   ctx.kernels->attn_f16(st.a);
-  for (int64_t i = 0; i < group; ++i) write_row(node, hk * group + i, iq, b, st.op[i]);
+  for (int64_t i = 0; i < group; ++i) {
+    if (lse != nullptr) {
+      const float inv = denominator_inverse(lse[2 * i], lse[2 * i + 1], sinks + hk * group + i);
+      for (int64_t j = 0; j < st.v.ne[0]; ++j) st.op[i][j] *= inv;
+    }
+    write_row(node, hk * group + i, iq, b, st.op[i]);
+  }
 }
 
 // Tiles of keys for `nt` tokens' mask rows: skipped if no token sees any of
@@ -361,7 +390,8 @@ void compute_fast(Tensor& node, const OpContext& ctx) {
       for (int64_t j = 0; j < dv; ++j) out[j] = (t == 0 ? 0.0f : out[j]) + w * part[j];
       sum += w * l[1];
     }
-    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // every key masked: zeros
+    const float* sinks = sinks_of(node);
+    const float inv = denominator_inverse(m, sum, sinks ? sinks + hk * group + i : nullptr);
     for (int64_t j = 0; j < dv; ++j) out[j] *= inv;
     write_row(node, hk * group + i, iq, b, out);
   }
@@ -421,7 +451,8 @@ void compute(Tensor& node, const OpContext& ctx) {
       for (int64_t j = 0; j < dv; ++j) acc[j] += weight * vr[j];
       sum += weight;
     }
-    const float inv = sum == 0.0f ? 0.0f : 1.0f / sum;  // every key masked: zeros
+    const float* sinks = sinks_of(node);
+    const float inv = denominator_inverse(m, sum, sinks ? sinks + h : nullptr);  // all masked: zeros
     float* out = row_out(node, o, sd);
     for (int64_t j = 0; j < dv; ++j) out[j] = acc[j] * inv;
     write_row(node, o, out);

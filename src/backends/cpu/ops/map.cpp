@@ -1,7 +1,8 @@
 // One-input elementwise ops: SCALE, SQR, SQRT, CLAMP and the UNARY functions;
-// the gated ones, SWIGLU (silu(gate) * up) and GEGLU (gelu(gate) * up), live
-// here too. F32, F16 and BF16 in any mix and any strides; computed in f32
-// rows split over the threads.
+// the gated ones, SWIGLU (silu(gate) * up), GEGLU (gelu(gate) * up) and
+// SWIGLU_OAI (gpt-oss's clamped form), live here too. F32, F16 and BF16 in
+// any mix and any strides; computed in f32 rows split over the threads.
+#include <algorithm>
 #include <cmath>
 
 #include "cpu/kernels/kernels.h"
@@ -151,9 +152,35 @@ void glu_compute(Tensor& node, const OpContext& ctx) {
   }
 }
 
+// gpt-oss's clamped SwiGLU: x = min(gate, limit), y = clamp(up, -limit, limit),
+// x * sigmoid(alpha x) * (y + 1), as ggml's swiglu_oai computes it.
+void swiglu_oai_compute(Tensor& node, const OpContext& ctx) {
+  const Tensor& gate = *node.src[0];
+  const Tensor& up = *node.src[1];
+  const SwigluOaiParams p = SwigluOaiParams::get(node);
+  const int64_t n = node.ne[0];
+  float* sg = thread_row(ctx, 3, 0, n);
+  float* su = thread_row(ctx, 3, 1, n);
+  float* sd = thread_row(ctx, 3, 2, n);
+  const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
+  for (int64_t row = r.begin; row < r.end; ++row) {
+    const RowIndex i = row_index(node, row);
+    const float* g = read_row(gate, i, sg);
+    const float* u = read_row(up, i, su);
+    float* d = row_out(node, i, sd);
+    for (int64_t k = 0; k < n; ++k) {
+      const float x = std::min(g[k], p.limit);
+      const float y = std::clamp(u[k], -p.limit, p.limit);
+      d[k] = x / (1.0f + std::exp(p.alpha * -x)) * (y + 1.0f);
+    }
+    write_row(node, i, d);
+  }
+}
+
 }  // namespace
 
 extern const OpImpl kMapOp{map_supports, map_work_size, map_compute};
+extern const OpImpl kSwigluOaiOp{glu_supports, glu_work_size, swiglu_oai_compute};
 extern const OpImpl kSwigluOp{glu_supports, glu_work_size, glu_compute<silu>};
 extern const OpImpl kGegluOp{glu_supports, glu_work_size, glu_compute<gelu>};
 

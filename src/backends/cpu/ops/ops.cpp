@@ -16,6 +16,7 @@ extern const OpImpl kBinaryOp;
 extern const OpImpl kMapOp;
 extern const OpImpl kSwigluOp;
 extern const OpImpl kGegluOp;
+extern const OpImpl kSwigluOaiOp;
 extern const OpImpl kNormOp;
 extern const OpImpl kMulMatOp;
 extern const OpImpl kMulMatIdOp;
@@ -58,6 +59,7 @@ const OpImpl* find_op(Op op) {
     case Op::kUnary: return &kMapOp;
     case Op::kSwiglu: return &kSwigluOp;
     case Op::kGeglu: return &kGegluOp;
+    case Op::kSwigluOai: return &kSwigluOaiOp;
     case Op::kNorm:
     case Op::kRmsNorm:
     case Op::kGroupNorm: return &kNormOp;

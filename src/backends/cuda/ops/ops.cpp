@@ -462,7 +462,7 @@ bool supports(const Tensor& node) {
     case Op::kRope:
       return supports_rope(node) && node.n_rows() < (int64_t{1} << 31);
     case Op::kFlashAttnExt:
-      return supports_attention(node) && node.n_rows() < (int64_t{1} << 31);
+      return supports_attention(node) && node.src[4] == nullptr && node.n_rows() < (int64_t{1} << 31);
     case Op::kMulMat:
       return supports_mul_mat(node);
     default:

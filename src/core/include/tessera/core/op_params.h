@@ -50,6 +50,20 @@ struct ScaleParams {
 };
 
 // CLAMP: min(max(a, min), max). Slots: f32 0 min, 1 max.
+// SWIGLU_OAI: slot 0 alpha (the sigmoid's slope), slot 1 limit (the clamp).
+struct SwigluOaiParams {
+  float alpha = 1.702f;
+  float limit = 7.0f;
+
+  void set(Tensor& node) const {
+    op_params_detail::set_slot_f32(node, 0, alpha);
+    op_params_detail::set_slot_f32(node, 1, limit);
+  }
+  static SwigluOaiParams get(const Tensor& node) {
+    return {op_params_detail::slot_f32(node, 0), op_params_detail::slot_f32(node, 1)};
+  }
+};
+
 struct ClampParams {
   float min = 0.0f;
   float max = 0.0f;

@@ -63,6 +63,10 @@ Tensor* swiglu(Graph& g, Tensor* gate, Tensor* up);  // silu(gate) * up
 // GEGLU (docs/ops.md, "Ops added for the engine"): gelu(gate) * up,
 // GELU as UnaryOp::kGelu computes it (tanh approximation); shapes as swiglu's.
 Tensor* geglu(Graph& g, Tensor* gate, Tensor* up);
+// SWIGLU_OAI (ggml_swiglu_oai, gpt-oss's clamped SwiGLU): with x = min(gate,
+// limit) and y = clamp(up, -limit, limit), x * sigmoid(alpha x) * (y + 1);
+// shapes as swiglu's. Params: SwigluOaiParams.
+Tensor* swiglu_oai(Graph& g, Tensor* gate, Tensor* up, float alpha, float limit);
 
 // ---- normalization -----------------------------------------------------------
 // Both take NormParams.
@@ -114,6 +118,11 @@ Tensor* diag_mask_inf(Graph& g, Tensor* a, int n_past);
 // Params: FlashAttnExtParams.
 Tensor* flash_attn_ext(Graph& g, Tensor* q, Tensor* k, Tensor* v, Tensor* mask, float scale,
                        float max_bias = 0.0f, float softcap = 0.0f);
+// Attention sinks (ggml_flash_attn_ext_add_sinks, gpt-oss): one learned logit
+// per query head, sinks f32 [H], joins each row's softmax denominator and no
+// value: out = sum_j e^(s_j - m) v_j / (sum_j e^(s_j - m) + e^(sink_h - m)).
+// Sets src[4] of a FLASH_ATTN_EXT node; returns it.
+Tensor* flash_attn_ext_add_sinks(Tensor* attn, Tensor* sinks);
 
 // ---- the rest of the op set --------------------------------------------------------
 // a and b of one plain type, equal except in `dim`: joined along it. Params: ConcatParams.

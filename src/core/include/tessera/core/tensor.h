@@ -51,6 +51,7 @@ enum class Op : uint8_t {
   kUnary,
   kSwiglu,  // silu(src0) * src1
   kGeglu,   // gelu(src0) * src1 (tanh-approximated GELU)
+  kSwigluOai,  // gpt-oss's clamped SwiGLU (SwigluOaiParams)
   // reductions and normalization
   kSumRows,
   kNorm,
