@@ -95,12 +95,12 @@ Tensor* self_attention(Graph& g, const Model& model, const GraphInputs& in, size
   Tensor* factors = rope_factors(hp, l, in.n_ctx);
   q = ops::rope(g, q, in.positions, factors, rope);
   k = ops::rope(g, k, in.positions, factors, rope);
-  Tensor* attn = attention(g, hp, in, il, q, k, v, hp.kq_scale());
-  return ops::mul_mat(g, l.wo, attn);
+  Tensor* attn = attention(g, hp, in, il, q, k, v, hp.kq_scale(), l.attn_sinks);
+  return project(g, l.wo, attn, l.bo);
 }
 
 Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il, Tensor* q,
-                  Tensor* k, Tensor* v, float kq_scale) {
+                  Tensor* k, Tensor* v, float kq_scale, Tensor* sinks) {
   const int64_t d = hp.head_dim;
   const int64_t n = in.n_tokens;
   Tensor* kc = in.cache_k[il];
@@ -116,6 +116,7 @@ Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il,
   Tensor* attn = ops::flash_attn_ext(g, ops::permute(g, q, 0, 2, 1, 3), keys, values,
                                      swa ? in.mask_swa : in.mask,
                                      kq_scale);  // [d, n_head, n_tokens]
+  if (sinks != nullptr) ops::flash_attn_ext_add_sinks(attn, sinks);
   return ops::reshape(g, attn, {hp.n_embd_q(), n});
 }
 
@@ -151,6 +152,7 @@ Tensor* moe_ffn(Graph& g, const Hparams& hp, const LayerWeights& l, Tensor* x) {
   const int64_t n_tokens = x->ne[1], n_used = hp.n_expert_used;
   // The router: a probability per expert and token, the top n_used picked.
   Tensor* logits = ops::mul_mat(g, l.ffn_gate_inp, x);  // [n_expert, n_tokens]
+  if (l.ffn_gate_inp_b != nullptr) logits = ops::add(g, logits, l.ffn_gate_inp_b);
   Tensor* probs = logits;
   if (hp.expert_gating == Hparams::ExpertGating::kSoftmax) {
     probs = ops::soft_max(g, logits, nullptr, 1.0f, 0.0f);
@@ -174,9 +176,14 @@ Tensor* moe_ffn(Graph& g, const Hparams& hp, const LayerWeights& l, Tensor* x) {
 
   // The picked experts' FFNs, weighted and summed.
   Tensor* x3 = ops::reshape(g, x, {hp.n_embd, 1, n_tokens});
-  Tensor* up = ops::mul_mat_id(g, l.ffn_up_exps, x3, picked);      // [n_ff_exp, n_used, n_tokens]
-  Tensor* gate = ops::mul_mat_id(g, l.ffn_gate_exps, x3, picked);  // [n_ff_exp, n_used, n_tokens]
-  Tensor* experts = ops::mul_mat_id(g, l.ffn_down_exps, ops::swiglu(g, gate, up), picked);
+  // An expert's bias row (gpt-oss) is picked by the same ids (ADD_ID).
+  const auto biased = [&](Tensor* y, Tensor* b) { return b != nullptr ? ops::add_id(g, y, b, picked) : y; };
+  Tensor* up = biased(ops::mul_mat_id(g, l.ffn_up_exps, x3, picked), l.ffn_up_exps_b);  // [n_ff_exp, n_used, n_tokens]
+  Tensor* gate = biased(ops::mul_mat_id(g, l.ffn_gate_exps, x3, picked), l.ffn_gate_exps_b);
+  Tensor* act = hp.expert_activation == Hparams::ExpertActivation::kSwigluOai
+                    ? ops::swiglu_oai(g, gate, up, 1.702f, 7.0f)
+                    : ops::swiglu(g, gate, up);
+  Tensor* experts = biased(ops::mul_mat_id(g, l.ffn_down_exps, act, picked), l.ffn_down_exps_b);
   experts = ops::mul(g, experts, weights);  // [n_embd, n_used, n_tokens]
   Tensor* out = nullptr;
   for (int64_t i = 0; i < n_used; ++i) {

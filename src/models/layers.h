@@ -70,8 +70,9 @@ Tensor* self_attention(Graph& g, const Model& model, const GraphInputs& in, size
 // Writes k and v into cache rows in.kv_idx (SET_ROWS), then attends over the
 // first in.n_kv rows under in.mask (in.mask_swa on sliding-window layers).
 // Returns [n_head * d, n_tokens].
+// With sinks (f32 [n_head], gpt-oss) each head's sink logit joins the softmax.
 Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il, Tensor* q,
-                  Tensor* k, Tensor* v, float kq_scale);
+                  Tensor* k, Tensor* v, float kq_scale, Tensor* sinks = nullptr);
 
 // down(silu(gate x) * up x). With gate null, up is one projection of 2 n_ff
 // rows, the gate's first (Phi-3's ffn_up, or fused at load:

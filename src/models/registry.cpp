@@ -14,13 +14,14 @@ extern const Architecture kGemma3Architecture;
 extern const Architecture kPhi3Architecture;
 extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kQwen2MoeArchitecture;
+extern const Architecture kGptOssArchitecture;
 
 namespace {
 
 constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
                                        &kQwen3Architecture, &kGemma3Architecture,
                                        &kPhi3Architecture, &kQwen3MoeArchitecture,
-                                       &kQwen2MoeArchitecture};
+                                       &kQwen2MoeArchitecture, &kGptOssArchitecture};
 
 }  // namespace
 

@@ -30,6 +30,11 @@ constexpr SynthShape kShapes[] = {
     // Mixtral's layout (llama with experts) and Qwen2-MoE's (biases, a shared expert of n_ff rows).
     {"mixtral-tiny", 128, 4, 4, 2, 64, 0, 2048, 1000000.0f, false, "llama", 0, 8, 2, 64},         // fixtures
     {"qwen2moe-tiny", 128, 4, 4, 2, 96, 0, 2048, 1000000.0f, false, "qwen2moe", 0, 8, 2, 64},     // fixtures
+    // gpt-oss-20b as published: 32 experts of 2880 rows, 4 per token, a 128-key window on
+    // every other layer, YaRN x32 over 4096.
+    {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, false, "gpt-oss", 64, 32, 4, 2880, 128,
+     32.0f, 4096},
+    {"gpt-oss-tiny", 128, 4, 4, 2, 64, 0, 2048, 150000.0f, false, "gpt-oss", 32, 8, 2, 64, 8, 4.0f, 512},
 };
 
 uint64_t splitmix64(uint64_t& s) {
@@ -86,19 +91,29 @@ std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
     t.push_back({n("attn_k"), {s.n_embd, kv}, Fill::kWeights});
     t.push_back({n("attn_v"), {s.n_embd, kv}, Fill::kWeights});
     t.push_back({n("attn_output"), {q, s.n_embd}, Fill::kWeights});
-    if (s.arch == "qwen2moe") {
-      auto b = [i](const char* what) { return fmt::format("blk.{}.{}.bias", i, what); };
+    auto b = [i](const char* what) { return fmt::format("blk.{}.{}.bias", i, what); };
+    if (s.arch == "qwen2moe" || s.arch == "gpt-oss") {
       t.push_back({b("attn_q"), {q}, Fill::kF32Weights});
       t.push_back({b("attn_k"), {kv}, Fill::kF32Weights});
       t.push_back({b("attn_v"), {kv}, Fill::kF32Weights});
+    }
+    if (s.arch == "gpt-oss") {
+      t.push_back({b("attn_output"), {s.n_embd}, Fill::kF32Weights});
+      t.push_back({n("attn_sinks"), {s.n_head}, Fill::kF32Weights});
     }
     if (s.arch == "qwen3moe") {
       t.push_back({n("attn_q_norm"), {head}, Fill::kNorm});
       t.push_back({n("attn_k_norm"), {head}, Fill::kNorm});
     }
-    t.push_back({n("ffn_norm"), {s.n_embd}, Fill::kNorm});
+    t.push_back({n(s.arch == "gpt-oss" ? "post_attention_norm" : "ffn_norm"), {s.n_embd}, Fill::kNorm});
     if (is_moe(s)) {
       t.push_back({n("ffn_gate_inp"), {s.n_embd, s.n_expert}, Fill::kF32Weights});
+      if (s.arch == "gpt-oss") {
+        t.push_back({b("ffn_gate_inp"), {s.n_expert}, Fill::kF32Weights});
+        t.push_back({b("ffn_gate_exps"), {s.n_ff_exp, s.n_expert}, Fill::kF32Weights});
+        t.push_back({b("ffn_up_exps"), {s.n_ff_exp, s.n_expert}, Fill::kF32Weights});
+        t.push_back({b("ffn_down_exps"), {s.n_embd, s.n_expert}, Fill::kF32Weights});
+      }
       t.push_back({n("ffn_gate_exps"), {s.n_embd, s.n_ff_exp, s.n_expert}, Fill::kWeights});
       t.push_back({n("ffn_up_exps"), {s.n_embd, s.n_ff_exp, s.n_expert}, Fill::kWeights});
       t.push_back({n("ffn_down_exps"), {s.n_ff_exp, s.n_embd, s.n_expert}, Fill::kWeights});
@@ -130,9 +145,10 @@ uint64_t tensor_bytes(const TensorSpec& t, DType type) {
 
 void check_options(const SynthOptions& o) {
   const SynthShape& s = o.shape;
-  if (s.arch != "llama" && s.arch != "qwen3moe" && s.arch != "qwen2moe") {
+  if (s.arch != "llama" && s.arch != "qwen3moe" && s.arch != "qwen2moe" && s.arch != "gpt-oss") {
     fail(ErrorCategory::kInvalidArgument,
-         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe or qwen2moe", s.name, s.arch);
+         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe, qwen2moe or gpt-oss", s.name,
+         s.arch);
   }
   if (s.arch != "llama" && s.n_expert == 0) {
     fail(ErrorCategory::kInvalidArgument, "[synth] shape '{}': a {} shape needs experts", s.name, s.arch);
@@ -276,19 +292,25 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
   w.set_u32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
   w.set_u32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
   w.set_f32(key("rope.freq_base"), s.rope_base);
-  if (s.arch == "qwen3moe") {
+  if (s.arch == "qwen3moe" || s.arch == "gpt-oss") {
     w.set_u32(key("attention.key_length"), static_cast<uint32_t>(head_dim(s)));
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(head_dim(s)));
   } else {
     w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim(s)));
   }
-  w.set_f32(key("attention.layer_norm_rms_epsilon"), s.arch == "llama" ? 1e-5f : 1e-6f);
+  w.set_f32(key("attention.layer_norm_rms_epsilon"), s.arch == "llama" || s.arch == "gpt-oss" ? 1e-5f : 1e-6f);
   if (is_moe(s)) {
     w.set_u32(key("expert_count"), static_cast<uint32_t>(s.n_expert));
     w.set_u32(key("expert_used_count"), static_cast<uint32_t>(s.n_expert_used));
     // (llama's experts are n_ff rows: llama.cpp reads no expert length for it)
     if (s.arch != "llama") w.set_u32(key("expert_feed_forward_length"), static_cast<uint32_t>(s.n_ff_exp));
     if (s.arch == "qwen2moe") w.set_u32(key("expert_shared_feed_forward_length"), static_cast<uint32_t>(s.n_ff));
+  }
+  if (s.sliding_window > 0) w.set_u32(key("attention.sliding_window"), static_cast<uint32_t>(s.sliding_window));
+  if (s.yarn_factor > 0.0f) {
+    w.set_string(key("rope.scaling.type"), "yarn");
+    w.set_f32(key("rope.scaling.factor"), s.yarn_factor);
+    w.set_u32(key("rope.scaling.original_context_length"), s.yarn_orig_ctx);
   }
 
   int64_t n_vocab = s.n_vocab;

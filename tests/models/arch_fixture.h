@@ -22,8 +22,8 @@
 
 namespace tessera::testing {
 
-inline const std::array<std::string, 8> kFixtureArchs = {"llama", "qwen2", "qwen3", "gemma3",
-                                                         "phi3", "qwen3moe", "mixtral", "qwen2moe"};
+inline const std::array<std::string, 9> kFixtureArchs = {"llama", "qwen2", "qwen3", "gemma3",
+                                                         "phi3", "qwen3moe", "mixtral", "qwen2moe", "gpt_oss"};
 
 // Per prompt position, the NMSE of the engine's logits against llama.cpp's.
 // Both sides round weights and the KV cache to f16 and sum in f32, in other

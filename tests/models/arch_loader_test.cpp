@@ -119,6 +119,22 @@ TEST(ArchHparams, EachFixtureReadsItsOwnKeys) {
     EXPECT_NE(l.ffn_down_shexp, nullptr);
     EXPECT_NE(l.bq, nullptr);
   }
+  {
+    auto m = Model::load(*rt, fixture("gpt_oss"));
+    const Hparams& hp = m->hparams();
+    EXPECT_EQ(hp.architecture, "gpt-oss");
+    EXPECT_EQ(hp.expert_gating, Hparams::ExpertGating::kSoftmaxWeight);
+    EXPECT_EQ(hp.expert_activation, Hparams::ExpertActivation::kSwigluOai);
+    EXPECT_EQ(hp.n_swa, 8);
+    EXPECT_EQ(hp.swa_layers, (std::vector<uint8_t>{1, 0, 1, 0}));  // llama.cpp's pattern of 2
+    EXPECT_FLOAT_EQ(hp.rope_ext_factor, 1.0f);                     // YaRN
+    EXPECT_FLOAT_EQ(hp.rope_freq_base_swa, hp.rope_freq_base);
+    const LayerWeights& l = m->layers()[1];
+    EXPECT_NE(l.attn_sinks, nullptr);
+    EXPECT_NE(l.bo, nullptr);
+    EXPECT_NE(l.ffn_down_exps_b, nullptr);
+    EXPECT_NE(l.ffn_gate_inp_b, nullptr);
+  }
 }
 
 // A mixture of experts whose keys or expert tensors are wrong is refused at

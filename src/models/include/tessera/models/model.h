@@ -83,6 +83,10 @@ struct Hparams {
     kSoftmaxWeight,  // the top logits, then softmax over them (gpt-oss)
   };
   ExpertGating expert_gating = ExpertGating::kSoftmax;
+  // The experts' gated activation: SwiGLU, or gpt-oss's clamped form
+  // (SWIGLU_OAI, alpha 1.702, limit 7).
+  enum class ExpertActivation : uint8_t { kSwiglu, kSwigluOai };
+  ExpertActivation expert_activation = ExpertActivation::kSwiglu;
   bool expert_weights_norm = false;
   float expert_weights_scale = 1.0f;
   float attn_scale = 0.0f;           // scale of q.k; 0: 1 / sqrt(head_dim)
@@ -123,6 +127,8 @@ struct LayerWeights {
   Tensor* attn_q_norm = nullptr;     // [head_dim]: per-head RMS norm of q, before RoPE
   Tensor* attn_k_norm = nullptr;     // [head_dim]
   Tensor* wo = nullptr;              // [n_embd_q, n_embd]
+  Tensor* bo = nullptr;              // [n_embd]
+  Tensor* attn_sinks = nullptr;      // [n_head]: a sink logit per head (gpt-oss)
   Tensor* attn_post_norm = nullptr;  // [n_embd]: on the attention output, before the residual
   Tensor* ffn_norm = nullptr;        // [n_embd]
   Tensor* ffn_gate = nullptr;        // [n_embd, n_ff]
@@ -135,6 +141,10 @@ struct LayerWeights {
   Tensor* ffn_gate_exps = nullptr;     // [n_embd, n_ff_exp, n_expert]
   Tensor* ffn_up_exps = nullptr;       // [n_embd, n_ff_exp, n_expert]
   Tensor* ffn_down_exps = nullptr;     // [n_ff_exp, n_embd, n_expert]
+  Tensor* ffn_gate_inp_b = nullptr;    // [n_expert]: the router's bias (gpt-oss)
+  Tensor* ffn_gate_exps_b = nullptr;   // [n_ff_exp, n_expert]: each expert's biases (gpt-oss)
+  Tensor* ffn_up_exps_b = nullptr;     // [n_ff_exp, n_expert]
+  Tensor* ffn_down_exps_b = nullptr;   // [n_embd, n_expert]
   Tensor* ffn_gate_inp_shexp = nullptr;  // [n_embd]: the shared expert's sigmoid gate
   Tensor* ffn_gate_shexp = nullptr;    // [n_embd, n_ff_shexp]
   Tensor* ffn_up_shexp = nullptr;      // [n_embd, n_ff_shexp]
@@ -143,11 +153,13 @@ struct LayerWeights {
   std::vector<Tensor*> weights() const {
     return {attn_norm,      wq,           wk,           wv,
             wqkv,           bq,           bk,           bv,
-            attn_q_norm,    attn_k_norm,  wo,           attn_post_norm,
+            attn_q_norm,    attn_k_norm,  wo,           bo,
+            attn_sinks,     attn_post_norm,
             ffn_norm,       ffn_gate,     ffn_up,       ffn_down,
             ffn_post_norm,  ffn_gate_inp, ffn_gate_exps, ffn_up_exps,
             ffn_down_exps,  ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp,
-            ffn_down_shexp};
+            ffn_down_shexp, ffn_gate_inp_b, ffn_gate_exps_b, ffn_up_exps_b,
+            ffn_down_exps_b};
   }
   Device* device = nullptr;          // where this layer's weights live
   // The model's RoPE frequency factors, or their copies on this layer's

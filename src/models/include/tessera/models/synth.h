@@ -25,12 +25,16 @@ struct SynthShape {
   uint32_t n_ctx;
   float rope_base;
   bool tied_output;  // no output.weight: the head reads token_embd (Llama 3.2 1B)
-  std::string_view arch = "llama";  // llama, or qwen3moe (q/k norms, experts)
+  std::string_view arch = "llama";  // llama, qwen3moe, qwen2moe or gpt-oss
   int64_t head_dim = 0;             // 0: n_embd / n_head
-  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // qwen3moe's experts
+  int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // experts (qwen3moe, qwen2moe, llama, gpt-oss)
+  int64_t sliding_window = 0;   // gpt-oss: every other layer's window
+  float yarn_factor = 0.0f;     // > 0: rope.scaling.type yarn with this factor ...
+  uint32_t yarn_orig_ctx = 0;   // ... over this original context
 };
 
-// tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny, qwen3-30b-a3b, qwen3moe-tiny.
+// tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny, qwen3-30b-a3b,
+// gpt-oss-20b, and the fixtures' qwen3moe-tiny, mixtral-tiny, qwen2moe-tiny, gpt-oss-tiny.
 std::span<const SynthShape> synth_shapes();
 // Null when there is no shape of that name.
 const SynthShape* find_synth_shape(std::string_view name);
