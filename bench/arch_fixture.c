@@ -26,16 +26,15 @@ static const llama_token kPromptIds[kPrompt] = {1,   403, 407, 261, 378, 432, 38
 
 static void* make_context(void* model) {
   struct opaque_params cp = llama_context_default_params();
-  // The leading uint32 fields of this build's llama_context_params, read off
-  // its defaults (512, 2048, 512, 1, 0, 0, 1, 4, 4): n_ctx, n_batch, n_ubatch,
-  // n_seq_max, n_outputs_max (0: n_batch), an unused 0, n_outputs_max_per_seq
+  // The leading uint32 fields of this build's llama_context_params (its
+  // defaults: 512, 2048, 512, 1, 0, 0, 1, 4, 4): n_ctx, n_batch, n_ubatch,
+  // n_seq_max, n_rs_seq, n_outputs_max (0: n_batch), n_outputs_max_per_seq
   // (1: only the last token's logits), n_threads, n_threads_batch.
   uint32_t* u = (uint32_t*)cp.bytes;
   u[0] = kCtx;
   u[1] = kCtx;
   u[2] = kCtx;
   u[3] = 1;
-  u[4] = kCtx;
   u[6] = kCtx;
   u[7] = 1;
   u[8] = 1;
