@@ -152,16 +152,19 @@ class Converter {
   std::string add_rule(const std::string& hint, const std::string& body) {
     std::string base;
     for (char c : hint) base += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
-    if (base.empty()) base = "schema";
     if (base.size() > 64) base.resize(64);  // names come from property names, which may be long
+    // Names the grammar keeps for itself (root, ws, the json-* primitives,
+    // wrap-*) get a prefix: numbering such a base would never leave its prefix.
+    if (base.empty()) {
+      base = "schema";
+    } else if (base == "root" || base == "ws" || base.starts_with("json-") || base.starts_with("wrap-")) {
+      base = "schema-" + base;
+    }
     // The next free number per base: a search from 2 each time would make
     // n rules of one base cost n^2.
     int& i = next_number_[base];
     std::string name = i == 0 ? base : fmt::format("{}-{}", base, i);
-    while (rules_.contains(name) || name == "root" || name.starts_with("json-") || name == "ws" ||
-           name.starts_with("wrap-")) {
-      name = fmt::format("{}-{}", base, i = std::max(i + 1, 2));
-    }
+    while (rules_.contains(name)) name = fmt::format("{}-{}", base, i = std::max(i + 1, 2));
     if (i == 0) i = 2;
     rules_[name] = body;
     return name;

@@ -483,5 +483,20 @@ TEST(JsonSchema, UnsupportedKeywordsNameTheirPointer) {
                    "[1, 2]"));
 }
 
+// A $ref whose last segment is a name the grammar keeps (json-*, wrap-*,
+// root, ws) once made the rule numbering loop forever (found by
+// fuzz_json_schema: "#x/$defs/json-time_98node"). Such names get a prefix.
+TEST(JsonSchema, RefsNamedLikeReservedRulesConvert) {
+  for (const char* name : {"json-time", "wrap-x", "root", "ws", ""}) {
+    SCOPED_TRACE(name);
+    nlohmann::ordered_json s = {{"type", "object"},
+                                {"properties", {{"a", {{"$ref", std::string("#/$defs/") + name}}},
+                                                {"b", {{"$ref", std::string("#/$defs/") + name}}}}},
+                                {"$defs", {{name, {{"type", "integer"}}}}}};
+    const std::string g = json_schema_to_grammar(s);
+    EXPECT_TRUE(fits(g, R"({"a": 1, "b": 2})")) << g;
+  }
+}
+
 }  // namespace
 }  // namespace tessera::grammar
