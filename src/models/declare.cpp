@@ -1,5 +1,7 @@
 #include "declare.h"
 
+#include "tessera/core/error.h"
+
 namespace tessera::models {
 
 void declare_io(TensorLoader& t, const Hparams& hp, Weights& w, bool output_required) {
@@ -14,6 +16,19 @@ void declare_attention(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeig
   l.wk = t.layer(il, "attn_k", {hp.n_embd, hp.n_embd_kv()});
   l.wv = t.layer(il, "attn_v", {hp.n_embd, hp.n_embd_kv()});
   l.wo = t.layer(il, "attn_output", {hp.n_embd_q(), hp.n_embd});
+}
+
+void declare_qkv_biases(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l) {
+  l.bq = t.layer_bias(il, "attn_q", {hp.n_embd_q()});
+  l.bk = t.layer_bias(il, "attn_k", {hp.n_embd_kv()});
+  l.bv = t.layer_bias(il, "attn_v", {hp.n_embd_kv()});
+}
+
+void require_experts(const gguf::File& file, const Hparams& hp) {
+  if (hp.n_expert == 0) {
+    fail(ErrorCategory::kInvalidFile, "[model {}] key '{}.expert_count' is missing or 0: a {} model has experts",
+         file.name(), hp.architecture, hp.architecture);
+  }
 }
 
 void declare_gated_ffn(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l) {

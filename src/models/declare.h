@@ -13,6 +13,12 @@ void declare_io(TensorLoader& t, const Hparams& hp, Weights& w, bool output_requ
 // attn_norm, attn_q, attn_k, attn_v and attn_output of layer il.
 void declare_attention(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l);
 
+// attn_q, attn_k and attn_v biases of layer il (qwen2, qwen2moe, gpt-oss).
+void declare_qkv_biases(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l);
+
+// Refuses a mixture-of-experts architecture's file without experts, naming the key.
+void require_experts(const gguf::File& file, const Hparams& hp);
+
 // ffn_norm, ffn_gate, ffn_up and ffn_down of layer il.
 void declare_gated_ffn(TensorLoader& t, const Hparams& hp, int64_t il, LayerWeights& l);
 

@@ -19,10 +19,7 @@ constexpr int64_t kSwaPeriod = 2;  // llama.cpp's set_swa_pattern(2): layers 0, 
 void read_hparams(const gguf::File& file, Hparams& hp) {
   const models::KeyReader r(file, hp.architecture);
   hp.rope_mode = ops::RopeMode::kNeox;
-  if (hp.n_expert == 0) {
-    fail(ErrorCategory::kInvalidFile, "[model {}] key 'gpt-oss.expert_count' is missing or 0: "
-         "a gpt-oss model has experts", file.name());
-  }
+  models::require_experts(file, hp);
   hp.expert_gating = Hparams::ExpertGating::kSoftmaxWeight;
   hp.expert_weights_norm = false;
   hp.expert_activation = Hparams::ExpertActivation::kSwigluOai;
@@ -44,9 +41,7 @@ void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     LayerWeights& l = w.layers.emplace_back();
     models::declare_attention(t, hp, il, l);
-    l.bq = t.layer_bias(il, "attn_q", {hp.n_embd_q()});
-    l.bk = t.layer_bias(il, "attn_k", {hp.n_embd_kv()});
-    l.bv = t.layer_bias(il, "attn_v", {hp.n_embd_kv()});
+    models::declare_qkv_biases(t, hp, il, l);
     l.bo = t.layer_bias(il, "attn_output", {hp.n_embd});
     l.attn_sinks = t.layer(il, "attn_sinks", {hp.n_head});
     l.ffn_norm = t.layer(il, "post_attention_norm", {hp.n_embd});

@@ -16,9 +16,7 @@ void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     LayerWeights& l = w.layers.emplace_back();
     models::declare_attention(t, hp, il, l);
-    l.bq = t.layer_bias(il, "attn_q", {hp.n_embd_q()});
-    l.bk = t.layer_bias(il, "attn_k", {hp.n_embd_kv()});
-    l.bv = t.layer_bias(il, "attn_v", {hp.n_embd_kv()});
+    models::declare_qkv_biases(t, hp, il, l);
     models::declare_gated_ffn(t, hp, il, l);
   }
 }

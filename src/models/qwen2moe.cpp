@@ -14,10 +14,7 @@ namespace {
 
 void read_hparams(const gguf::File& file, Hparams& hp) {
   hp.rope_mode = ops::RopeMode::kNeox;
-  if (hp.n_expert == 0) {
-    fail(ErrorCategory::kInvalidFile, "[model {}] key 'qwen2moe.expert_count' is missing or 0: "
-         "a qwen2moe model has experts", file.name());
-  }
+  models::require_experts(file, hp);
   hp.expert_gating = Hparams::ExpertGating::kSoftmax;
   hp.expert_weights_norm = false;
   if (hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff / hp.n_expert_used;  // llama.cpp's defaults
@@ -29,9 +26,7 @@ void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     LayerWeights& l = w.layers.emplace_back();
     models::declare_attention(t, hp, il, l);
-    l.bq = t.layer_bias(il, "attn_q", {hp.n_embd_q()});
-    l.bk = t.layer_bias(il, "attn_k", {hp.n_embd_kv()});
-    l.bv = t.layer_bias(il, "attn_v", {hp.n_embd_kv()});
+    models::declare_qkv_biases(t, hp, il, l);
     models::declare_moe_ffn(t, hp, il, l);
   }
 }

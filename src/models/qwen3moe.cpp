@@ -13,10 +13,7 @@ namespace {
 
 void read_hparams(const gguf::File& file, Hparams& hp) {
   hp.rope_mode = ops::RopeMode::kNeox;
-  if (hp.n_expert == 0) {
-    fail(ErrorCategory::kInvalidFile, "[model {}] key 'qwen3moe.expert_count' is missing or 0: "
-         "a qwen3moe model has experts", file.name());
-  }
+  models::require_experts(file, hp);
   hp.expert_gating = Hparams::ExpertGating::kSoftmax;
   hp.expert_weights_norm = true;
   if (hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff / hp.n_expert_used;  // llama.cpp's default
