@@ -128,9 +128,9 @@ size_t glu_work_size(const Tensor& node, int nth) {
   return row_work_size(nth, 3, node.ne[0]);
 }
 
-// act(gate) * up, row by row.
-template <float (*act)(float)>
-void glu_compute(Tensor& node, const OpContext& ctx) {
+// A gated op row by row: combine(gate row, up row, out row, n).
+template <class Combine>
+void glu_rows(Tensor& node, const OpContext& ctx, Combine combine) {
   const Tensor& gate = *node.src[0];
   const Tensor& up = *node.src[1];
   const int64_t n = node.ne[0];
@@ -140,41 +140,35 @@ void glu_compute(Tensor& node, const OpContext& ctx) {
   const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
   for (int64_t row = r.begin; row < r.end; ++row) {
     const RowIndex i = row_index(node, row);
-    const float* g = read_row(gate, i, sg);
-    const float* u = read_row(up, i, su);
     float* d = row_out(node, i, sd);
+    combine(read_row(gate, i, sg), read_row(up, i, su), d, n);
+    write_row(node, i, d);
+  }
+}
+
+// act(gate) * up.
+template <float (*act)(float)>
+void glu_compute(Tensor& node, const OpContext& ctx) {
+  glu_rows(node, ctx, [&ctx](const float* g, const float* u, float* d, int64_t n) {
     if (act == silu && ctx.kernels != nullptr && ctx.kernels->silu_mul != nullptr) {
       ctx.kernels->silu_mul(g, u, d, n);  // a SIMD tier (kernels.h)
     } else {
       for (int64_t k = 0; k < n; ++k) d[k] = act(g[k]) * u[k];
     }
-    write_row(node, i, d);
-  }
+  });
 }
 
 // gpt-oss's clamped SwiGLU: x = min(gate, limit), y = clamp(up, -limit, limit),
 // x * sigmoid(alpha x) * (y + 1), as ggml's swiglu_oai computes it.
 void swiglu_oai_compute(Tensor& node, const OpContext& ctx) {
-  const Tensor& gate = *node.src[0];
-  const Tensor& up = *node.src[1];
   const SwigluOaiParams p = SwigluOaiParams::get(node);
-  const int64_t n = node.ne[0];
-  float* sg = thread_row(ctx, 3, 0, n);
-  float* su = thread_row(ctx, 3, 1, n);
-  float* sd = thread_row(ctx, 3, 2, n);
-  const Range r = split_rows(node.n_rows(), ctx.ith, ctx.nth);
-  for (int64_t row = r.begin; row < r.end; ++row) {
-    const RowIndex i = row_index(node, row);
-    const float* g = read_row(gate, i, sg);
-    const float* u = read_row(up, i, su);
-    float* d = row_out(node, i, sd);
+  glu_rows(node, ctx, [p](const float* g, const float* u, float* d, int64_t n) {
     for (int64_t k = 0; k < n; ++k) {
       const float x = std::min(g[k], p.limit);
       const float y = std::clamp(u[k], -p.limit, p.limit);
       d[k] = x / (1.0f + std::exp(p.alpha * -x)) * (y + 1.0f);
     }
-    write_row(node, i, d);
-  }
+  });
 }
 
 }  // namespace
