@@ -45,6 +45,7 @@ const WeightCase kWeightCases[] = {
     {"q4_0_panel", DType::kQ4_0, true, &Kernels::q4_0_panel},
     {"q8_0_panel", DType::kQ8_0, true, &Kernels::q8_0_panel},
     {"iq4_nl_panel", DType::kIQ4_NL, true, &Kernels::iq4_nl_panel},
+    {"mxfp4_panel", DType::kMXFP4, true, &Kernels::mxfp4_panel},
     {"f16_panel", DType::kF16, true, &Kernels::f16_panel},
     {"q2_k_panel", DType::kQ2_K, true, &Kernels::q2_k_panel},
     {"q3_k_panel", DType::kQ3_K, true, &Kernels::q3_k_panel},
@@ -183,6 +184,55 @@ INSTANTIATE_TEST_SUITE_P(Tiers, MatKernelTest,
                            return std::string(isa_name(std::get<0>(param_info.param))) + "_" +
                                   std::get<1>(param_info.param).name;
                          });
+
+// MXFP4's E8M0 scales over their whole range, the subnormal ends (e = 0, 1)
+// included: one block per row, activations whole numbers up to 127 (their
+// Q8 scale exactly 1), so every product is an exact float and the kernel's
+// result must equal the dequantized dot exactly. (Random weights give e near
+// 127 only.)
+TEST(Mxfp4Panel, ReadsEveryE8M0ScaleExactly) {
+  std::mt19937 rng(fresh_seed());
+  const uint8_t es[] = {0, 1, 2, 3, 20, 100, 126, 127, 128, 129, 150, 180, 200, 201, 202, 203};
+  constexpr int64_t kRows = 16;
+  std::vector<block_mxfp4> w(kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    w[r].e = es[r];
+    for (uint8_t& q : w[r].qs) q = static_cast<uint8_t>(rng());
+  }
+  std::vector<float> x(kQK);
+  for (float& v : x) v = static_cast<float>(static_cast<int>(rng() % 255) - 127);
+  x[5] = 127;
+  BlockQ8 xq;
+  quantize_q8_ref(x.data(), &xq, kQK);
+  ASSERT_EQ(xq.d, 1.0f);
+  Graph g;
+  const PanelLayout l = panel_layout(*g.new_tensor(DType::kMXFP4, {kQK, kRows}));
+  std::vector<uint8_t> panels(l.total_bytes());
+  pack_bytes(l, panels.data(), reinterpret_cast<const uint8_t*>(w.data()), 0,
+             w.size() * sizeof(block_mxfp4));
+  for (Isa isa : testing::simd_tiers()) {
+    SCOPED_TRACE(isa_name(isa));
+    std::vector<float> out(kRows, -1.0f);
+    MatArgs a;
+    a.k = kQK;
+    a.w = panels.data();
+    a.w_stride = l.panel_bytes;
+    a.rows = kRows;
+    a.x = reinterpret_cast<const uint8_t*>(&xq);
+    a.x_stride = sizeof(BlockQ8);
+    a.cols = 1;
+    a.out = out.data();
+    a.out_stride = kRows * sizeof(float);
+    kernels_for(isa).mxfp4_panel.run(a);
+    for (int64_t r = 0; r < kRows; ++r) {
+      float wf[kQK];
+      dequantize_row_mxfp4_ref(&w[r], wf, kQK);
+      double want = 0;
+      for (int i = 0; i < kQK; ++i) want += static_cast<double>(wf[i]) * x[i];
+      EXPECT_EQ(out[r], static_cast<float>(want)) << "row " << r << " e " << int{es[r]};
+    }
+  }
+}
 
 TEST(RefTier, HasQuantizersAndNoMatrixKernels) {
   const Kernels& ref = kernels_for(Isa::kRef);

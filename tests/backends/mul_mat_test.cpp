@@ -71,6 +71,7 @@ bool has_row_kernel(DType type) {
     case DType::kQ5_K:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
+    case DType::kMXFP4:
       return false;
     default:
       return true;
@@ -170,7 +171,7 @@ INSTANTIATE_TEST_SUITE_P(Types, MulMatTest,
                                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
                                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
                                            DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL,
-                                           DType::kIQ4_XS),
+                                           DType::kIQ4_XS, DType::kMXFP4),
                          [](const auto& param_info) {
                            return std::string(dtype_name(param_info.param));
                          });

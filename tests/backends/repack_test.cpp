@@ -132,6 +132,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::kQ4_K, {256, 1, 1, 1}}, Case{DType::kQ4_K, {512, 17, 1, 1}},
                       Case{DType::kQ4_K, {768, 35, 2, 1}}, Case{DType::kIQ4_NL, {32, 1, 1, 1}},
                       Case{DType::kIQ4_NL, {96, 17, 1, 1}}, Case{DType::kIQ4_NL, {160, 35, 2, 1}},
+                      Case{DType::kMXFP4, {32, 1, 1, 1}}, Case{DType::kMXFP4, {96, 17, 1, 1}},
+                      Case{DType::kMXFP4, {160, 35, 2, 3}},
                       Case{DType::kIQ4_XS, {256, 1, 1, 1}}, Case{DType::kIQ4_XS, {512, 17, 1, 1}},
                       Case{DType::kIQ4_XS, {768, 33, 1, 2}}, Case{DType::kQ5_K, {256, 1, 1, 1}},
                       Case{DType::kQ5_K, {512, 17, 1, 1}}, Case{DType::kQ5_K, {768, 33, 2, 1}},

@@ -101,6 +101,9 @@ TEST_P(MulMatId, MatchesReference_IQ4) {
   cases.insert(cases.end(), more.begin(), more.end());
   run(cases, naive_mul_mat_id);
 }
+TEST_P(MulMatId, MatchesReference_MXFP4) {
+  run(mul_mat_id_cases(DType::kMXFP4), naive_mul_mat_id);
+}
 
 INSTANTIATE_TEST_SUITE_P(Conformance, MulMatId, ::testing::ValuesIn(all_targets()), target_name);
 

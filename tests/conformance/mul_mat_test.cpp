@@ -139,6 +139,9 @@ TEST_P(MulMat, MatchesReference_IQ4) {
   cases.insert(cases.end(), more.begin(), more.end());
   run(cases, naive_mul_mat);
 }
+TEST_P(MulMat, MatchesReference_MXFP4) {
+  run(cases_for(DType::kMXFP4), naive_mul_mat);
+}
 TEST_P(MulMat, MatchesReference_Activations) {
   run(activation_cases(), naive_mul_mat);
 }

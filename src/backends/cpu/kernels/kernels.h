@@ -185,7 +185,7 @@ struct Kernels {
   MatKernel q4_0, q4_1, q5_0, q5_1, q8_0;
   MatKernel q4_k, q6_k;
   // Weights repacked into 16-row panels by the CPU weights buffer (repack.h).
-  MatKernel q4_0_panel, q8_0_panel, iq4_nl_panel, f16_panel;
+  MatKernel q4_0_panel, q8_0_panel, iq4_nl_panel, mxfp4_panel, f16_panel;
   MatKernel q2_k_panel, q3_k_panel, q4_k_panel, q5_k_panel, q6_k_panel,
       iq4_xs_panel;  // Q8_K activations
 

@@ -20,14 +20,20 @@ size_t quant_at(const PanelLayout& l) {
   return l.scale_at == 0 ? l.scale_bytes : 0;
 }
 
+// Bytes per row in one interleaved group of scales: 2 (f16s), or 1 (MXFP4's
+// single E8M0 byte).
+size_t scale_unit(const PanelLayout& l) {
+  return l.scale_bytes == 1 ? 1 : 2;
+}
+
 // Where original byte `pos` (0 .. block_bytes) of row r's block b lands in its panel.
 size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
   const size_t base = static_cast<size_t>(r / kPanelRows) * l.panel_bytes;
   const auto rr = static_cast<size_t>(r % kPanelRows);
   const auto bb = static_cast<size_t>(b);
   if (pos >= l.scale_at && pos < l.scale_at + l.scale_bytes) {
-    const size_t s = pos - l.scale_at;
-    return base + bb * kPanelRows * l.scale_bytes + (s / 2) * 2 * kPanelRows + rr * 2 + s % 2;
+    const size_t s = pos - l.scale_at, u = scale_unit(l);
+    return base + bb * kPanelRows * l.scale_bytes + (s / u) * u * kPanelRows + rr * u + s % u;
   }
   const size_t j = pos - quant_at(l);
   const size_t g = l.group_bytes;
@@ -53,8 +59,8 @@ void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0,
     uint8_t* src_row = flat + static_cast<size_t>(row - r0) * l.row_bytes();
     for (int64_t b = 0; b < l.blocks; ++b) {
       uint8_t* block = src_row + static_cast<size_t>(b) * l.block_bytes;
-      for (size_t s = 0; s < l.scale_bytes; s += 2) {
-        copy(matrix + panel_offset(l, r, b, l.scale_at + s), block + l.scale_at + s, 2);
+      for (size_t s = 0, u = scale_unit(l); s < l.scale_bytes; s += u) {
+        copy(matrix + panel_offset(l, r, b, l.scale_at + s), block + l.scale_at + s, u);
       }
       uint8_t* quants = matrix + panel_offset(l, r, b, qa);
       for (size_t g = 0; g < l.quant_bytes / gb; ++g) {
@@ -159,6 +165,7 @@ bool repacks(const Tensor& t) {
     case DType::kQ6_K:
     case DType::kIQ4_NL:
     case DType::kIQ4_XS:
+    case DType::kMXFP4:
       return true;
     case DType::kF16:
       return t.ne[0] % kQK == 0;
@@ -183,7 +190,9 @@ PanelLayout panel_layout(const Tensor& t) {
     // d, dmin (IQ4_XS: d, scales_h, moved as a second f16)
     const bool two = t.type == DType::kQ2_K || t.type == DType::kQ4_K ||
                      t.type == DType::kQ5_K || t.type == DType::kIQ4_XS;
-    l.scale_bytes = two ? 2 * sizeof(uint16_t) : sizeof(uint16_t);
+    l.scale_bytes = two                        ? 2 * sizeof(uint16_t)
+                    : t.type == DType::kMXFP4 ? 1  // e, E8M0
+                                              : sizeof(uint16_t);
     // Q2_K, Q3_K and Q6_K keep theirs last.
     l.scale_at = t.type == DType::kQ6_K   ? offsetof(block_q6_K, d)
                  : t.type == DType::kQ3_K ? offsetof(block_q3_K, d)

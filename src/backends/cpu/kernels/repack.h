@@ -1,5 +1,5 @@
-// The CPU weights buffer: Q4_0, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K,
-// IQ4_XS and F16 tensors are stored in
+// The CPU weights buffer: Q4_0, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K,
+// Q6_K, IQ4_XS and F16 tensors are stored in
 // row-interleaved panels (docs/cpu-kernels.md, "Repacked panels") so one vector load feeds 16
 // output rows; every other type is stored as it is.
 //
@@ -13,9 +13,11 @@
 // Q5_K: d, dmin; IQ4_XS: d and the uint16 scales_h, moved as a second f16)
 // or, for Q6_K and Q3_K, the trailing d (Q2_K: trailing d, dmin); the quants
 // are every other byte in order.
-// Q4_0 and IQ4_NL (qb 16), Q8_0 (qb 32), Q2_K (qb 80), Q3_K (qb 108),
+// MXFP4 keeps its one E8M0 byte e instead of an f16: its scales are
+// scales[blocks][16], byte e of row r at r of that block's scales.
+// Q4_0, IQ4_NL and MXFP4 (qb 16), Q8_0 (qb 32), Q2_K (qb 80), Q3_K (qb 108),
 // Q4_K (qb 140), Q5_K (qb 172), Q6_K (qb 208) and IQ4_XS (qb 132) take
-// g = 4: for Q4_0 and IQ4_NL a 64-byte group holds elements 4l..4l+3 (low nibbles) and
+// g = 4: for Q4_0, IQ4_NL and MXFP4 a 64-byte group holds elements 4l..4l+3 (low nibbles) and
 // 16+4l..16+4l+3 (high nibbles) of 16 rows; for Q8_0 it holds elements
 // 4l..4l+3 of 16 rows, still signed. For Q4_K groups 0-2 are the 12 bytes of
 // packed 6-bit scales and mins and groups 3 + l the qs bytes 4l..4l+3; Q5_K
@@ -51,11 +53,11 @@ struct PanelLayout {
   int64_t blocks = 0;       // blocks per row (32 elements; K-quants, IQ4_XS: 256)
   int64_t panels = 0;       // per matrix: ceil(rows / 16)
   int64_t matrices = 0;     // ne[2] * ne[3]
-  size_t block_bytes = 0;   // GGUF block: 18 (Q4_0, IQ4_NL), 34 (Q8_0), 84 (Q2_K),
+  size_t block_bytes = 0;   // GGUF block: 18 (Q4_0, IQ4_NL), 17 (MXFP4), 34 (Q8_0), 84 (Q2_K),
                             // 110 (Q3_K), 144 (Q4_K), 176 (Q5_K), 210 (Q6_K),
                             // 136 (IQ4_XS); 64 (F16)
-  size_t scale_bytes = 0;   // f16 scale bytes per block: 2 (Q2_K, Q4_K, Q5_K, IQ4_XS: 4),
-                            // or 0 (F16)
+  size_t scale_bytes = 0;   // scale bytes per block: 2 (Q2_K, Q4_K, Q5_K, IQ4_XS: 4;
+                            // MXFP4: 1, its E8M0 byte), or 0 (F16)
   size_t scale_at = 0;      // where they are in the GGUF block: 0 (Q6_K: 208, Q3_K:
                             // 108, Q2_K: 80)
   size_t quant_bytes = 0;   // the block's other bytes: 16, 32, 80, 108, 140, 172, 208,
@@ -67,7 +69,7 @@ struct PanelLayout {
   size_t total_bytes() const { return matrix_bytes * static_cast<size_t>(matrices); }
 };
 
-// Whether the weights buffer repacks t: Q4_0, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K,
+// Whether the weights buffer repacks t: Q4_0, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K,
 // Q5_K, Q6_K, IQ4_XS, and F16 with
 // rows of a multiple of 32 elements.
 bool repacks(const Tensor& t);

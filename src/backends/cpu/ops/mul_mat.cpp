@@ -57,6 +57,8 @@ const MatKernel* entry(const Kernels& k, const Tensor& w) {
       return is_repacked(w) ? &k.q5_k_panel : nullptr;
     case DType::kIQ4_NL:
       return is_repacked(w) ? &k.iq4_nl_panel : nullptr;
+    case DType::kMXFP4:
+      return is_repacked(w) ? &k.mxfp4_panel : nullptr;
     case DType::kIQ4_XS:
       return is_repacked(w) ? &k.iq4_xs_panel : nullptr;
     case DType::kQ6_K:

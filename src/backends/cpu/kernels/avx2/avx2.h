@@ -9,6 +9,9 @@ namespace tessera::cpu::avx2 {
 void mat_q4_0_panel(const MatArgs& a);
 void mat_q8_0_panel(const MatArgs& a);
 void mat_iq4_nl_panel(const MatArgs& a);
+// Also the avx512 and amx tiers' MXFP4 kernel, until one of their own is
+// written and tested on a host that runs them.
+void mat_mxfp4_panel(const MatArgs& a);
 void mat_q2_k_panel(const MatArgs& a);  // kpanel.cpp
 void mat_q3_k_panel(const MatArgs& a);
 void mat_q4_k_panel(const MatArgs& a);

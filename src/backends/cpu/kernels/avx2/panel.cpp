@@ -1,4 +1,4 @@
-// avx2 tier: Q4_0 / IQ4_NL / Q8_0 weights in 16-row panels (repack.h) times Q8
+// avx2 tier: Q4_0 / IQ4_NL / MXFP4 / Q8_0 weights in 16-row panels (repack.h) times Q8
 // activations. Each 64-byte group of a panel is two ymm of 8 rows x 4 k;
 // four activation bytes are broadcast to every lane, so a row's sum stays in
 // its own 32-bit lane (outer-product form, as the avx512 tier).
@@ -74,15 +74,17 @@ struct PanelQ8_0 {
 
 // IQ4_NL: Q4_0's nibbles mapped by vpshufb to the signed table values, then
 // Q8_0's dot: maddubs(|w|, sign(a, w)) (|w| <= 127: a pair <= 2 * 127 * 127,
-// no saturation) and a madd per group.
-struct PanelIQ4_NL {
+// no saturation) and a madd per group. MXFP4 is the same with its own table
+// (the doubled e2m1 values, |w| <= 12) and E8M0 scales (load_dw).
+template <const int8_t* kTable>
+struct PanelTable4 {
   static constexpr size_t kQuantBytes = 256;
   template <int C>
   static void block(const uint8_t* q, int h, const BlockQ8* const* xb, __m256i s32[C]) {
     for (int c = 0; c < C; ++c) s32[c] = _mm256_setzero_si256();
     const __m256i m = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    const __m256i table = _mm256_broadcastsi128_si256(
-        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
     const auto dot = [&](__m256i w, int at) {
       const __m256i aw = _mm256_sign_epi8(w, w);
       for (int c = 0; c < C; ++c) {
@@ -98,6 +100,29 @@ struct PanelIQ4_NL {
     }
   }
 };
+using PanelIQ4_NL = PanelTable4<kvalues_iq4nl>;
+struct PanelMXFP4 : PanelTable4<kvalues_mxfp4> {
+  static constexpr size_t kScaleBytes = 1;
+};
+
+// The weight scales of half h (8 rows) of a panel's block b: f16 (32 bytes a
+// block), or MXFP4's E8M0 bytes (16 a block) as e8m0_to_fp32_half, exactly:
+// 2^(e - 128) is (e - 1) << 23 as float bits for e >= 2, and the subnormal
+// 0x00200000 << e below.
+template <class P>
+inline __m256 load_dw(const uint8_t* scales, int64_t b, int h) {
+  if constexpr (panel_scale_bytes<P>() == 1) {
+    const __m256i e = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64(reinterpret_cast<const __m128i*>(scales + 16 * b + 8 * h)));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i big = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(1));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(tiny, normal, big));
+  } else {
+    return _mm256_cvtph_ps(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * b + 16 * h)));
+  }
+}
 
 // One panel (16 rows), blocks [b0, b1), times columns x[0 .. C). With up to
 // two columns both halves (8 rows each) go in one pass over the blocks, so a
@@ -116,13 +141,12 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
     }
     for (int64_t b = p.b0; b < p.b1; ++b) {
       const uint8_t* q = p.quants + static_cast<size_t>(b) * P::kQuantBytes;
-      if (h0 == 0) prefetch_block<P::kQuantBytes>(p.scales, q, b);
+      if (h0 == 0) prefetch_block<P::kQuantBytes, panel_scale_bytes<P>()>(p.scales, q, b);
       const BlockQ8* xb[C];
       for (int c = 0; c < C; ++c) xb[c] = x[c] + b;
       for (int hh = 0; hh < kHalves; ++hh) {
         const int h = h0 + hh;
-        const __m256 dw = _mm256_cvtph_ps(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(p.scales + 32 * b + 16 * h)));
+        const __m256 dw = load_dw<P>(p.scales, b, h);
         __m256i s[C];
         P::template block<C>(q, h, xb, s);
         for (int c = 0; c < C; ++c) {
@@ -195,6 +219,7 @@ void gemv_q4_0(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
 template <class P>
 struct Tiles {
   static constexpr int kMaxCols = kTileColumns;
+  static constexpr size_t kScaleBytes = panel_scale_bytes<P>();
   template <int C>
   static void tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
     if constexpr (C == 1 && std::is_same_v<P, PanelQ4_0>) {
@@ -214,11 +239,10 @@ struct Tiles {
 constexpr int kStreams = 2;
 
 // acc + float(s) * d_w * d_x, d_w: half h (8 rows) of a panel's block b scales.
+template <class P = PanelQ4_0>
 inline __m256 scale_add(__m256 acc, __m256i s, const uint8_t* scales, int64_t b, int h,
                         __m256 dx) {
-  const __m256 dw =
-      _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 32 * b + 16 * h)));
-  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(dw, dx), acc);
+  return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(load_dw<P>(scales, b, h), dx), acc);
 }
 
 // A GEMV group's outputs: panels p0 .. p0 + N - 1, 16 rows each (the
@@ -241,7 +265,8 @@ struct GemvGroup {
   static void run(const MatArgs& a, int64_t p0) {
     const int64_t nb = a.k / kQK;
     const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
-    const PanelGroup<N> group(a, p0);
+    constexpr size_t kScaleBytes = panel_scale_bytes<P>();
+    const PanelGroup<N> group(a, p0, kScaleBytes);
     __m256 acc[N][2];
     for (auto& v : acc) v[0] = v[1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -249,11 +274,11 @@ struct GemvGroup {
       const __m256 dx = _mm256_broadcast_ss(&x[b].d);
       for (int i = 0; i < N; ++i) {
         const uint8_t* q = group.quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
-        prefetch_block<P::kQuantBytes>(group.scales[i], q, b);
+        prefetch_block<P::kQuantBytes, kScaleBytes>(group.scales[i], q, b);
         for (int h = 0; h < 2; ++h) {
           __m256i s[1];
           P::template block<1>(q, h, xb, s);
-          acc[i][h] = scale_add(acc[i][h], s[0], group.scales[i], b, h, dx);
+          acc[i][h] = scale_add<P>(acc[i][h], s[0], group.scales[i], b, h, dx);
         }
       }
     }
@@ -322,6 +347,9 @@ void mat_iq4_nl_panel(const MatArgs& a) {
 }
 void mat_q8_0_panel(const MatArgs& a) {
   run_gemv_groups<Tiles<PanelQ8_0>, GemvGroup<PanelQ8_0>, kStreams>(a);
+}
+void mat_mxfp4_panel(const MatArgs& a) {
+  run_gemv_groups<Tiles<PanelMXFP4>, GemvGroup<PanelMXFP4>, kStreams>(a);
 }
 
 }  // namespace tessera::cpu::avx2

@@ -30,6 +30,7 @@ extern constinit const Kernels kAvx2Kernels =
         Isa::kAvx2, PanelFns{.q4_0 = avx2::mat_q4_0_panel,
                              .q8_0 = avx2::mat_q8_0_panel,
                              .iq4_nl = avx2::mat_iq4_nl_panel,
+                             .mxfp4 = avx2::mat_mxfp4_panel,
                              .q2_k = avx2::mat_q2_k_panel,
                              .q3_k = avx2::mat_q3_k_panel,
                              .q4_k = avx2::mat_q4_k_panel,

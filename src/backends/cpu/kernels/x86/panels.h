@@ -31,35 +31,50 @@ namespace {
 inline constexpr size_t kPrefetchAhead = 2048;
 
 // What a kernel reading block b of a panel (its quants at `quants`)
-// prefetches: the block kPrefetchAhead bytes further on in the same panel.
-template <size_t kQuantBytes>
+// prefetches: the block kPrefetchAhead bytes further on in the same panel,
+// and its scales (kScaleBytes per row: 2, f16; MXFP4: 1, E8M0).
+template <size_t kQuantBytes, size_t kScaleBytes = 2>
 [[gnu::always_inline]] inline void prefetch_block(const uint8_t* scales, const uint8_t* quants,
                                                   int64_t b) {
   static_assert(kPrefetchAhead % kQuantBytes == 0);
   constexpr int64_t kAhead = kPrefetchAhead / kQuantBytes;  // blocks
+  constexpr int64_t kPerLine = 64 / (16 * kScaleBytes);     // blocks per line of scales
   for (size_t l = 0; l < kQuantBytes; l += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(quants + kPrefetchAhead + l), _MM_HINT_T0);
   }
-  if (b % 2 == 0) {  // 32 bytes of scales per block: one line per two blocks
-    _mm_prefetch(reinterpret_cast<const char*>(scales + 32 * (b + kAhead)), _MM_HINT_T0);
+  if (b % kPerLine == 0) {
+    _mm_prefetch(reinterpret_cast<const char*>(scales + 16 * kScaleBytes * (b + kAhead)),
+                 _MM_HINT_T0);
+  }
+}
+
+// Scale bytes per row and block of a panel kernel's weights: P::kScaleBytes
+// where P says (MXFP4: 1), else 2 (one f16).
+template <class P>
+constexpr size_t panel_scale_bytes() {
+  if constexpr (requires { P::kScaleBytes; }) {
+    return P::kScaleBytes;
+  } else {
+    return 2;
   }
 }
 
 // One tile call: a panel's blocks [b0, b1) against up to T::kMaxCols columns.
 struct PanelSpan {
-  const uint8_t* scales;  // the panel's f16 scales, [blocks][16]
+  const uint8_t* scales;  // the panel's scales, [blocks][16] (f16, or MXFP4's E8M0 bytes)
   const uint8_t* quants;  // the panel's quants, [blocks][quant bytes]
   int64_t b0, b1;
   int valid;        // rows of the panel to write (the last panel may be partial)
   bool accumulate;  // add to what out holds (a later K slice) instead of storing
 };
 
-// Panel p's f16 scales ([blocks][16]) and the quants after them (repack.h).
+// Panel p's scales ([blocks][16], scale_bytes a row) and the quants after
+// them (repack.h).
 inline const uint8_t* panel_scales(const MatArgs& a, int64_t p) {
   return a.w + static_cast<size_t>(p) * a.w_stride;
 }
-inline const uint8_t* panel_quants(const MatArgs& a, int64_t p) {
-  return panel_scales(a, p) + static_cast<size_t>(a.k / kQK) * kPanelRows * 2;
+inline const uint8_t* panel_quants(const MatArgs& a, int64_t p, size_t scale_bytes = 2) {
+  return panel_scales(a, p) + static_cast<size_t>(a.k / kQK) * kPanelRows * scale_bytes;
 }
 
 // Panels p0 .. p0 + N - 1 read together by a GEMV group (run_gemv_groups):
@@ -68,10 +83,10 @@ template <int N>
 struct PanelGroup {
   const uint8_t* scales[N];
   const uint8_t* quants[N];
-  PanelGroup(const MatArgs& a, int64_t p0) {
+  PanelGroup(const MatArgs& a, int64_t p0, size_t scale_bytes = 2) {
     for (int i = 0; i < N; ++i) {
       scales[i] = panel_scales(a, p0 + i);
-      quants[i] = panel_quants(a, p0 + i);
+      quants[i] = panel_quants(a, p0 + i, scale_bytes);
     }
   }
 };
@@ -99,7 +114,7 @@ struct PanelLoop {
     for (int64_t b0 = 0; b0 < (nb > 0 ? nb : 1); b0 += slice) {
       for (int64_t r0 = 0; r0 < a.rows; r0 += kPanelRows) {
         PanelSpan span{panel_scales(a, r0 / kPanelRows),
-                       panel_quants(a, r0 / kPanelRows),
+                       panel_quants(a, r0 / kPanelRows, panel_scale_bytes<T>()),
                        b0,
                        min_i64(nb, b0 + slice),
                        static_cast<int>(min_i64(a.rows - r0, kPanelRows)),

@@ -34,6 +34,7 @@ inline constexpr int64_t kF16GemmRows = 1024;
 // A tier's own panel kernels (each tier's panel.cpp / kpanel.cpp).
 struct PanelFns {
   void (*q4_0)(const MatArgs&), (*q8_0)(const MatArgs&), (*iq4_nl)(const MatArgs&);
+  void (*mxfp4)(const MatArgs&);
   void (*q2_k)(const MatArgs&), (*q3_k)(const MatArgs&);
   void (*q4_k)(const MatArgs&), (*q5_k)(const MatArgs&), (*q6_k)(const MatArgs&);
   void (*iq4_xs)(const MatArgs&);
@@ -65,6 +66,7 @@ struct X86Table {
         .q4_0_panel = {p.q4_0, ActFormat::kQ8},
         .q8_0_panel = {p.q8_0, ActFormat::kQ8},
         .iq4_nl_panel = {p.iq4_nl, ActFormat::kQ8},
+        .mxfp4_panel = {p.mxfp4, ActFormat::kQ8},
         .f16_panel = {F16Panels<V, kT.f16_gemv_panels, kT.f16_cols>::run, ActFormat::kF32Groups,
                       kF16GemmRows},
         .q2_k_panel = {p.q2_k, ActFormat::kQ8K},
