@@ -200,17 +200,21 @@ static int write_imatrix(const char* model_path, const char* out_path) {
         strcmp(name, "token_embd.weight") == 0) {
       continue;
     }
+    // Experts (3-D weights): a row of sums and a count per expert, as
+    // llama-imatrix writes them.
+    const int64_t n_expert = t->ne[2] > 1 ? t->ne[2] : 1;
     char buf[256];
     snprintf(buf, sizeof buf, "%s.in_sum2", name);
-    void* sums = ggml_set_name(ggml_new_tensor_2d(ctx, 0, t->ne[0], 1), buf);
+    void* sums = ggml_set_name(ggml_new_tensor_2d(ctx, 0, t->ne[0], n_expert), buf);
     snprintf(buf, sizeof buf, "%s.counts", name);
-    void* counts = ggml_set_name(ggml_new_tensor_2d(ctx, 0, 1, 1), buf);
+    void* counts = ggml_set_name(ggml_new_tensor_2d(ctx, 0, 1, n_expert), buf);
     float* s = ggml_get_data(sums);
-    for (int64_t k = 0; k < t->ne[0]; ++k) {
+    for (int64_t k = 0; k < t->ne[0] * n_expert; ++k) {
       state = state * 1664525u + 1013904223u;
       s[k] = (float)(state >> 8) * (1.0f / 65536.0f);
     }
-    *(float*)ggml_get_data(counts) = 6.0f;
+    float* c = ggml_get_data(counts);
+    for (int64_t e = 0; e < n_expert; ++e) c[e] = (float)(6 + e % 3);
     gguf_add_tensor(out, sums);
     gguf_add_tensor(out, counts);
   }
@@ -244,11 +248,15 @@ static struct imatrix_entry* read_imatrix(const char* path, void** ctx_out) {
     const struct tensor_head* sums = ggml_get_tensor(*ctx_out, name);
     const float* c = ggml_get_data(ggml_get_tensor(*ctx_out, counts_name));
     const float* s = ggml_get_data(sums);
-    float* v = malloc((size_t)sums->ne[0] * sizeof(float));
-    for (int64_t j = 0; j < sums->ne[0]; ++j) v[j] = c[0] > 0.0f ? s[j] / c[0] : 1.0f;
+    const int64_t ne0 = sums->ne[0], rows = sums->ne[1];  // rows: one per expert
+    float* v = malloc((size_t)(ne0 * rows) * sizeof(float));
+    for (int64_t j = 0; j < ne0 * rows; ++j) {
+      const float cj = c[j / ne0];
+      v[j] = cj > 0.0f ? s[j] / cj : 1.0f;
+    }
     list[k].name = weight;
     list[k].data = v;
-    list[k].size = (size_t)sums->ne[0];
+    list[k].size = (size_t)(ne0 * rows);
     ++k;
   }
   gguf_free(g);

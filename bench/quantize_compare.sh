@@ -10,6 +10,12 @@
 #   bench/quantize_compare.sh            # the mixes below on a llama-100m F16
 #   bench/quantize_compare.sh --hashes   # expected data of tests/core/quants_ggml_test.cpp
 #
+# The MoE shapes (SHAPE=qwen3moe-tiny, gpt-oss-tiny, mixtral-tiny,
+# qwen2moe-tiny) take MXFP4_MOE:38 too. "whole file" is cmp of the two files
+# (keys, tensor order, shapes and data); with an imatrix it differs by the
+# quantize.imatrix.* keys, which llama-quantize's CLI adds and the library call
+# made here does not.
+#
 # Knobs (environment): SHAPE (llama-100m), MIXES, THREADS (2), BUILD (the
 # build folder with bin/tessera, default build/release), IMATRIX (1; 0 skips
 # the imatrix runs), CACHE, NLC_VERSION.
@@ -48,8 +54,8 @@ imatrix="$work/$SHAPE-imatrix.gguf"
 
 echo "# tessera quantize vs llama.cpp (node-llama-cpp $NLC_VERSION) on $SHAPE F16 — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo
-echo "| mix | ftype | imatrix | byte-identical tensors | tessera s | llama.cpp s |"
-echo "| --- | ---: | --- | ---: | ---: | ---: |"
+echo "| mix | ftype | imatrix | byte-identical tensors | whole file | tessera s | llama.cpp s |"
+echo "| --- | ---: | --- | ---: | --- | ---: | ---: |"
 details=""
 runs="plain"
 [[ "$IMATRIX" == 1 ]] && runs="plain imatrix"
@@ -68,7 +74,9 @@ for entry in $MIXES; do
     t2=$(date +%s.%N)
     out="$("$exe" diff "$ours" "$theirs")"
     summary="$(tail -1 <<<"$out")"
-    echo "| $mix | $ftype | $([[ $run == imatrix ]] && echo yes || echo no) | ${summary#identical } |" \
+    same_file=differs
+    cmp -s "$ours" "$theirs" && same_file=identical
+    echo "| $mix | $ftype | $([[ $run == imatrix ]] && echo yes || echo no) | ${summary#identical } | $same_file |" \
       "$(echo "$t1 - $t0" | bc | xargs printf %.1f) | $(echo "$t2 - $t1" | bc | xargs printf %.1f) |"
     if [[ "$(wc -l <<<"$out")" -gt 1 ]]; then details+="$mix ($run):"$'\n'"$(head -n -1 <<<"$out")"$'\n'; fi
     rm -f "$ours" "$theirs"

@@ -38,12 +38,14 @@ enum Ftype : uint32_t {
   kQ6_K = 18,
   kIQ4_NL = 25,
   kIQ4_XS = 30,
+  kMXFP4_MOE = 38,
 };
 
 // llama-quantize's QUANT_OPTIONS that tessera writes, in its order. Mixes
 // needing an importance matrix (IQ1..IQ3, Q2_K_S) are not offered.
 constexpr QuantizeMix kMixes[] = {
-    {"Q4_0", 2, DType::kQ4_0},     {"Q4_1", 3, DType::kQ4_1},      {"Q5_0", 8, DType::kQ5_0},
+    {"Q4_0", 2, DType::kQ4_0},     {"Q4_1", 3, DType::kQ4_1},
+    {"MXFP4_MOE", kMXFP4_MOE, DType::kMXFP4},                       {"Q5_0", 8, DType::kQ5_0},
     {"Q5_1", 9, DType::kQ5_1},     {"IQ4_NL", kIQ4_NL, DType::kIQ4_NL},
     {"IQ4_XS", kIQ4_XS, DType::kIQ4_XS}, {"Q2_K", kQ2_K, DType::kQ2_K},
     {"Q3_K_S", kQ3_K_S, DType::kQ3_K}, {"Q3_K_M", kQ3_K_M, DType::kQ3_K},
@@ -60,7 +62,7 @@ constexpr std::pair<std::string_view, uint32_t> kAliases[] = {
 constexpr DType kWritable[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                                DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
                                DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                               DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+                               DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
 
 bool iequals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -80,12 +82,23 @@ bool is_plain_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t 
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != s.npos; }
 
+// ggml_n_dims: the dimensions up to the last one above 1 (at least one), not
+// those the file declares: a [n, 1] tensor counts as 1-D.
+int effective_dims(const gguf::TensorInfo& t) {
+  int n = 1;
+  for (int i = 1; i < static_cast<int>(t.n_dims); ++i) {
+    if (t.ne[i] > 1) n = i + 1;
+  }
+  return n;
+}
+
 // llama-quantize's tensor_allows_quantization: 2-D and larger tensors named
 // *weight, but not norms, MoE routers, position / token-type embeddings and
 // the small 2-D tensors of some architectures (RWKV, Mamba, Gemma 3n, T5).
+// (qwen2moe's [n_embd, 1] shared-expert gate stays as it is: 1-D by ggml_n_dims.)
 bool allows_quantization(const gguf::TensorInfo& t) {
   const std::string_view n = t.name;
-  if (t.n_dims < 2 || !n.ends_with("weight")) return false;
+  if (effective_dims(t) < 2 || !n.ends_with("weight")) return false;
   constexpr std::string_view kKeep[] = {
       "_norm.weight", "ffn_gate_inp.weight", "ffn_gate_tid2eid.weight", "altup", "laurel",
       "per_layer_model_proj", "ssm_conv1d", "shortconv.conv.weight", "indexer.k_proj.weight",
@@ -136,7 +149,8 @@ struct ModelFacts {
   int n_layer = 0;
   int n_gqa = 1;       // head_count / head_count_kv of the first layer
   int n_expert = 0;
-  bool is_70b = false;  // llama.cpp's LLM_TYPE_70B: llama, 80 layers, grouped-query attention
+  bool is_70b = false;  // llama.cpp's LLM_TYPE_70B: llama, 80 layers, grouped-query attention,
+                        // not 8 experts
   bool tied = true;     // no output.weight: token_embd is the output head too
 };
 
@@ -158,7 +172,7 @@ ModelFacts read_facts(const gguf::File& file) {
   const uint32_t n_head_kv = kv != nullptr ? first_u32(kv) : n_head;
   m.n_gqa = n_head_kv > 0 ? static_cast<int>(n_head / n_head_kv) : 0;
   m.n_expert = static_cast<int>(first_u32(key("expert_count")));
-  m.is_70b = m.arch == "llama" && m.n_layer == 80 && n_head != n_head_kv;
+  m.is_70b = m.arch == "llama" && m.n_layer == 80 && n_head != n_head_kv && m.n_expert != 8;
   m.tied = file.find_tensor("output.weight") == nullptr;
   return m;
 }
@@ -184,11 +198,19 @@ class MixRules {
     if (cat == Category::kOutput || (m_.tied && cat == Category::kTokenEmbd)) {
       if (o_.output_type) {
         set(*o_.output_type, "--output-tensor-type");
+      } else if (ftype_ == kMXFP4_MOE) {
+        set(DType::kQ8_0, "output head, MXFP4_MOE");
       } else if (falcon || t.ne[0] % dtype_info(type).block_size != 0) {
         set(DType::kQ8_0, "output head");
       } else if (type != DType::kQ8_0) {
         set(DType::kQ6_K, "output head");
       }
+    } else if (ftype_ == kMXFP4_MOE) {
+      // Experts (3-D) in MXFP4, everything else in Q8_0; bailingmoe3's only for
+      // its FFN experts. No counters advance.
+      const bool ffn = cat == Category::kFfnUp || cat == Category::kFfnGate || cat == Category::kFfnDown;
+      const bool experts = t.ne[2] > 1 && (m_.arch != "bailingmoe3" || ffn);
+      set(experts ? DType::kMXFP4 : DType::kQ8_0, experts ? "experts, MXFP4_MOE" : "MXFP4_MOE");
     } else if (cat == Category::kTokenEmbd) {
       // token_embd keeps the mix's type unless --token-embedding-type (handled by the caller).
     } else if (cat == Category::kAttnV) {
@@ -298,17 +320,23 @@ struct Plan {
   std::string note;
 };
 
-// Each tensor's type, in file order, following llama_tensor_get_type.
-std::vector<Plan> plan_tensors(const gguf::File& file, const QuantizeOptions& o, bool has_imatrix) {
-  const std::span<const gguf::TensorInfo> tensors = file.tensors();
-  const ModelFacts facts = read_facts(file);
-  // llama.cpp visits tensors sorted by layer (non-layer ones first), then name.
+// The order llama-quantize visits and writes tensors in: by layer (non-layer
+// ones first), then name.
+std::vector<size_t> visit_order(std::span<const gguf::TensorInfo> tensors) {
   std::vector<size_t> order(tensors.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     const int la = layer_of(tensors[a].name), lb = layer_of(tensors[b].name);
     return la != lb ? la < lb : tensors[a].name < tensors[b].name;
   });
+  return order;
+}
+
+// Each tensor's type (indexed as the file's tensors), following llama_tensor_get_type.
+std::vector<Plan> plan_tensors(const gguf::File& file, const QuantizeOptions& o, bool has_imatrix) {
+  const std::span<const gguf::TensorInfo> tensors = file.tensors();
+  const ModelFacts facts = read_facts(file);
+  const std::vector<size_t> order = visit_order(tensors);
   int n_attn_v = 0;
   for (const gguf::TensorInfo& t : tensors) n_attn_v += category_of(t.name) == Category::kAttnV;
   MixRules rules(facts, o, n_attn_v, has_imatrix);
@@ -412,10 +440,18 @@ QuantizeSummary quantize_model(const std::filesystem::path& in, const std::files
   const ImportanceMatrix* imatrix = &imatrix_data;
   std::vector<Plan> plans = plan_tensors(file, o, !imatrix->values.empty());
 
+  // The keys as llama-quantize writes them: the input's in order but for the
+  // split.* ones, then the quantization version and file type last.
   gguf::Writer w;
-  for (const gguf::KeyValue& kv : file.kvs()) w.set_value(kv.key, kv.value);
-  w.set_u32("general.file_type", o.mix.ftype);
+  for (const gguf::KeyValue& kv : file.kvs()) {
+    if (kv.key == "general.file_type" || kv.key == "general.quantization_version" ||
+        kv.key.starts_with("split.")) {
+      continue;
+    }
+    w.set_value(kv.key, kv.value);
+  }
   w.set_u32("general.quantization_version", 2);
+  w.set_u32("general.file_type", o.mix.ftype);
   if (!imatrix->values.empty()) {  // the keys llama-quantize records
     w.set_string("quantize.imatrix.file", o.imatrix.string());
     if (!imatrix->datasets.empty()) w.set_string("quantize.imatrix.dataset", imatrix->datasets[0]);
@@ -427,7 +463,8 @@ QuantizeSummary quantize_model(const std::filesystem::path& in, const std::files
   std::vector<QuantizeTensor> report;
   report.reserve(file.tensors().size());
   const int threads = default_tool_threads(o.threads);
-  for (size_t ti = 0; ti < file.tensors().size(); ++ti) {
+  // Tensors in llama-quantize's order, shaped by ggml_n_dims (trailing 1s dropped).
+  for (size_t ti : visit_order(file.tensors())) {
     const gguf::TensorInfo& t = file.tensors()[ti];
     Plan& p = plans[ti];
     const DTypeInfo& from = dtype_info(t.type);
@@ -442,7 +479,7 @@ QuantizeSummary quantize_model(const std::filesystem::path& in, const std::files
              "--allow-requantize to do it anyway", file.name(), t.name, from.name);
       }
     }
-    const std::vector<int64_t> shape(t.ne.begin(), t.ne.begin() + t.n_dims);
+    const std::vector<int64_t> shape(t.ne.begin(), t.ne.begin() + effective_dims(t));
     const uint64_t bytes_out = *row_bytes(p.to, t.ne[0]) * static_cast<uint64_t>(t.n_elements() / t.ne[0]);
     // The tensor's importance, one row of ne0 per expert (ne[2]); as
     // llama-quantize, a tensor without an entry is quantized without one, and

@@ -178,7 +178,7 @@ TEST_F(ModelFilesTest, QuantizeFollowsPureRequantizeAndThreadsRules) {
     quantize_model(dir_ / "pure1.gguf", dir_ / "re.gguf", o);
     ADD_FAILURE() << "requantized without being asked";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("token_embd.weight"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("output.weight"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("--allow-requantize"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(dir_ / "re.gguf"));
@@ -431,6 +431,115 @@ TEST_F(ModelFilesTest, MixRulesCountLayersAndFallBackOnOddRows) {
     EXPECT_EQ(q.find_tensor("blk.0.ffn_up.weight")->type, kQ5_0);  // pure still falls back
     EXPECT_EQ(q.find_tensor("output.weight")->type, kQ8_0);
     EXPECT_EQ(q.find("general.file_type")->u32(), 15u);
+  }
+}
+
+// Mixture-of-experts files, as llama_model_quantize treats them (checked
+// against node-llama-cpp 3.22.1's libllama by bench/quantize_compare.sh):
+// MXFP4_MOE puts the 3-D experts in MXFP4 and every other quantizable weight
+// (untied token_embd and the head included) in Q8_0; routers and [n, 1]
+// shared-expert gates (1-D by ggml_n_dims) stay as they are and are written
+// 1-D; eight experts (Mixtral) bump attn_v / attn_k to Q8_0 and attn_output
+// to Q5_K; ffn_down's layer comes from its name. Tensors are written by layer,
+// then name, and the quantization version and file type are the last keys.
+TEST_F(ModelFilesTest, ExpertFilesFollowLlamaQuantizesRules) {
+  auto write = [&](const std::filesystem::path& path, int n_expert) {
+    gguf::Writer w;
+    w.set_string("general.architecture", "qwen2moe");
+    w.set_u32("general.file_type", 0);
+    w.set_u32("qwen2moe.block_count", 2);
+    w.set_u32("qwen2moe.attention.head_count", 4);
+    w.set_u32("qwen2moe.attention.head_count_kv", 4);
+    w.set_u32("qwen2moe.expert_count", static_cast<uint32_t>(n_expert));
+    w.set_u32("split.count", 1);
+    uint32_t state = 99;
+    auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+      int64_t n = 1;
+      for (int64_t d : shape) n *= d;
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float& x : v) {
+        state = state * 1664525u + 1013904223u;
+        x = static_cast<float>(static_cast<int32_t>(state >> 8) - (1 << 23)) / float(1 << 23);
+      }
+      w.add_tensor(name, DType::kF32, shape,
+                   std::span(reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(float)));
+    };
+    for (int l = 1; l >= 0; --l) {  // not in llama's order
+      const std::string b = fmt::format("blk.{}.", l);
+      add(b + "ffn_up_exps.weight", {256, 64, n_expert});
+      add(b + "ffn_down_exps.weight", {64, 256, n_expert});
+      add(b + "ffn_gate_exps.weight", {256, 64, n_expert});
+      add(b + "ffn_gate_inp.weight", {256, n_expert});
+      add(b + "ffn_gate_inp_shexp.weight", {256, 1});
+      add(b + "ffn_up_shexp.weight", {256, 64});
+      add(b + "attn_v.weight", {256, 256});
+      add(b + "attn_k.weight", {256, 256});
+      add(b + "attn_q.weight", {256, 256});
+      add(b + "attn_output.weight", {256, 256});
+      add(b + "attn_norm.weight", {256});
+    }
+    add("token_embd.weight", {256, 32});
+    add("output.weight", {256, 32});
+    w.write(path);
+    return path;
+  };
+  using enum DType;
+  const auto quantize = [&](const std::filesystem::path& src, const char* mix) {
+    QuantizeOptions o;
+    o.mix = *quantize_mix_from_name(mix);
+    const auto out = dir_ / fmt::format("{}-{}", mix, src.filename().string());
+    quantize_model(src, out, o);
+    return out;
+  };
+  {
+    SCOPED_TRACE("MXFP4_MOE, 4 experts");
+    const auto src = write(dir_ / "moe4.gguf", 4);
+    const gguf::File in = gguf::File::open(src);
+    const gguf::File q = gguf::File::open(quantize(src, "MXFP4_MOE"));
+    expect_reference_rows(in, q);
+    std::map<std::string, DType> t;
+    std::vector<std::string> names;
+    for (const gguf::TensorInfo& ti : q.tensors()) {
+      t[std::string(ti.name)] = ti.type;
+      names.emplace_back(ti.name);
+    }
+    for (const char* e : {"ffn_up_exps", "ffn_down_exps", "ffn_gate_exps"}) {
+      EXPECT_EQ(t[fmt::format("blk.1.{}.weight", e)], kMXFP4) << e;
+    }
+    for (const char* d : {"attn_v", "attn_k", "attn_q", "attn_output", "ffn_up_shexp"}) {
+      EXPECT_EQ(t[fmt::format("blk.0.{}.weight", d)], kQ8_0) << d;
+    }
+    EXPECT_EQ(t["token_embd.weight"], kQ8_0);
+    EXPECT_EQ(t["output.weight"], kQ8_0);
+    EXPECT_EQ(t["blk.0.ffn_gate_inp.weight"], kF32);
+    EXPECT_EQ(t["blk.0.ffn_gate_inp_shexp.weight"], kF32);
+    EXPECT_EQ(q.find_tensor("blk.0.ffn_gate_inp_shexp.weight")->n_dims, 1u);
+    EXPECT_EQ(names.front(), "output.weight");
+    EXPECT_EQ(names[2], "blk.0.attn_k.weight");
+    EXPECT_TRUE(std::is_sorted(names.begin() + 2, names.begin() + 13));
+    EXPECT_EQ(names[13], "blk.1.attn_k.weight");
+    const auto kvs = q.kvs();
+    ASSERT_GE(kvs.size(), 2u);
+    EXPECT_EQ(kvs[kvs.size() - 2].key, "general.quantization_version");
+    EXPECT_EQ(kvs.back().key, "general.file_type");
+    EXPECT_EQ(kvs.back().value.u32(), 38u);
+    EXPECT_EQ(q.find("split.count"), nullptr);
+  }
+  {
+    SCOPED_TRACE("Q4_K_M, 8 experts");
+    const auto src = write(dir_ / "moe8.gguf", 8);
+    const gguf::File q = gguf::File::open(quantize(src, "Q4_K_M"));
+    std::map<std::string, DType> t;
+    for (const gguf::TensorInfo& ti : q.tensors()) t[std::string(ti.name)] = ti.type;
+    for (int l = 0; l < 2; ++l) {
+      EXPECT_EQ(t[fmt::format("blk.{}.attn_v.weight", l)], kQ8_0) << l;
+      EXPECT_EQ(t[fmt::format("blk.{}.attn_k.weight", l)], kQ8_0) << l;
+      EXPECT_EQ(t[fmt::format("blk.{}.attn_output.weight", l)], kQ5_K) << l;
+      EXPECT_EQ(t[fmt::format("blk.{}.attn_q.weight", l)], kQ4_K) << l;
+      // use_more_bits(l, 2) holds for layer 1 only; layer from the name (rows of 64: Q6_K -> Q8_0).
+      EXPECT_EQ(t[fmt::format("blk.{}.ffn_down_exps.weight", l)], l == 1 ? kQ8_0 : kQ5_0) << l;
+      EXPECT_EQ(t[fmt::format("blk.{}.ffn_up_exps.weight", l)], kQ4_K) << l;
+    }
   }
 }
 
