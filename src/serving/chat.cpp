@@ -70,6 +70,47 @@ std::vector<TextRange> content_ranges(const std::string& text, const nlohmann::o
   return ranges;
 }
 
+// gpt-oss's template refuses a message whose content holds channel tags; as
+// llama.cpp does, that check is dropped, so a client can send back a reply
+// it got with reasoning_format none.
+std::string harmony_source(std::string source) {
+  constexpr std::string_view kCheck =
+      "{%- if \"<|channel|>analysis<|message|>\" in message.content or "
+      "\"<|channel|>final<|message|>\" in message.content %}";
+  if (const size_t at = source.find(kCheck); at != std::string::npos) {
+    source.replace(at, kCheck.size(), "{%- if false %}");
+  }
+  return source;
+}
+
+// Messages and tools as gpt-oss's template reads them: an assistant's
+// reasoning_content is its `thinking` (and its content goes when it calls
+// tools: the template takes one or the other); tools have a description
+// and parameters.
+void prepare_harmony(nlohmann::ordered_json& messages) {
+  for (nlohmann::ordered_json& m : messages) {
+    if (!m.is_object() || m.value("role", "") != "assistant") continue;
+    if (const auto r = m.find("reasoning_content"); r != m.end() && r->is_string()) {
+      m["thinking"] = *r;
+      m.erase("reasoning_content");
+      if (const auto c = m.find("tool_calls"); c != m.end() && c->is_array() && !c->empty()) {
+        m.erase("content");
+      }
+    }
+  }
+}
+
+nlohmann::ordered_json harmony_tools(const nlohmann::ordered_json& tools) {
+  nlohmann::ordered_json out = tools;
+  for (nlohmann::ordered_json& t : out) {
+    if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+    nlohmann::ordered_json& fn = t["function"];
+    if (!fn.contains("description") || fn["description"].is_null()) fn["description"] = "";
+    if (!fn.contains("parameters") || fn["parameters"].is_null()) fn["parameters"] = nlohmann::ordered_json::object();
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string ChatRenderer::builtin_names() {
@@ -81,11 +122,11 @@ std::string ChatRenderer::builtin_names() {
 ChatRenderer::ChatRenderer(const gguf::File& file, const Tokenizer& tokenizer,
                            const std::string& name) {
   if (name.find("{{") != std::string::npos || name.find("{%") != std::string::npos) {
-    template_ = std::make_shared<ChatTemplate>(ChatTemplate::parse(name, "chat_template"));
+    template_ = std::make_shared<ChatTemplate>(ChatTemplate::parse(harmony_source(name), "chat_template"));
   } else if (!name.empty()) {
     template_ = std::make_shared<ChatTemplate>(builtin_chat_template(name));
   } else if (std::optional<std::string> source = gguf_chat_template(file)) {
-    template_ = std::make_shared<ChatTemplate>(ChatTemplate::parse(*source, file.name()));
+    template_ = std::make_shared<ChatTemplate>(ChatTemplate::parse(harmony_source(*source), file.name()));
   } else {
     template_ = std::make_shared<ChatTemplate>(builtin_chat_template("chatml"));
   }
@@ -102,7 +143,9 @@ ChatRenderer::ChatRenderer(const gguf::File& file, const Tokenizer& tokenizer,
 nlohmann::ordered_json ChatRenderer::prepare(const nlohmann::ordered_json& messages,
                                              const nlohmann::ordered_json& tools) const {
   if (!tools.is_null() && !tools.is_array()) throw ChatError("'tools' must be an array");
-  return normalize(tool_messages(normalize(messages), tools, tools_));
+  nlohmann::ordered_json out = normalize(tool_messages(normalize(messages), tools, tools_));
+  if (tools_.format == ToolFormat::kHarmony && out.is_array()) prepare_harmony(out);
+  return out;
 }
 
 std::vector<TokenId> ChatRenderer::tokenize(const nlohmann::ordered_json& messages, bool add_generation_prompt,
@@ -128,7 +171,9 @@ std::string ChatRenderer::apply(const nlohmann::ordered_json& messages, bool add
   in.eos_token = eos_;
   // A template that renders tools gets them; one that does not has them
   // in the system message already.
-  if (tools_.prints_tools && tools.is_array() && !tools.empty()) in.tools = tools;
+  if (tools_.prints_tools && tools.is_array() && !tools.empty()) {
+    in.tools = tools_.format == ToolFormat::kHarmony ? harmony_tools(tools) : tools;
+  }
   in.extra_context = {{"enable_thinking", true}};  // as llama.cpp passes it
   if (!kwargs.is_object()) throw ChatError("chat_template_kwargs must be an object");
   for (const auto& [k, v] : kwargs.items()) in.extra_context[k] = v;

@@ -8,6 +8,7 @@
 #include "session_file.h"
 #include "tessera/core/error.h"
 #include "tessera/gguf/gguf.h"
+#include "tessera/serving/harmony.h"
 #include "tessera/serving/serving.h"
 #include "text_stream.h"
 
@@ -94,6 +95,7 @@ struct Generator::Slot {
   TextStream text;
   std::optional<ReasoningSplitter> reasoning;
   std::optional<ToolCallParser> tool_parser;
+  std::optional<HarmonyParser> harmony;  // replaces both above for gpt-oss replies
   std::vector<TokenId> preserved;  // control tokens rendered as text (tool markers)
   int64_t n_gen = 0, n_cached = 0;
   double sample_ms = 0;
@@ -302,10 +304,16 @@ void Generator::assign(Slot& slot, std::shared_ptr<Request> r) {
   slot.sample_ms = 0;
   slot.text = TextStream(p.stop);
   slot.reasoning.reset();
-  if (p.split_reasoning) slot.reasoning.emplace(p.reasoning_open);
   slot.tool_parser.reset();
+  slot.harmony.reset();
   slot.preserved.clear();
-  if (p.tools) {
+  if (p.harmony) {
+    slot.harmony.emplace(p.split_reasoning,
+                         p.tools ? p.tools->tool_names : std::vector<std::string>{});
+  } else if (p.split_reasoning) {
+    slot.reasoning.emplace(p.reasoning_open);
+  }
+  if (p.tools && !p.harmony) {
     slot.tool_parser.emplace(p.tools->format, p.tools->forced, p.tools->tool_names);
     for (const std::string& m : tool_markers(p.tools->format)) {
       if (std::optional<TokenId> id = tokenizer_.find(m)) slot.preserved.push_back(*id);
@@ -551,6 +559,18 @@ void Generator::handle_token(Slot& s, std::span<const float> logits) {
 // answer, and the answer into content and tool calls.
 void Generator::put_text(Slot& s, std::string&& text, bool last) {
   std::string content;
+  if (s.harmony) {
+    HarmonyParser::Parts parts = s.harmony->feed(text);
+    if (last) {
+      HarmonyParser::Parts rest = s.harmony->finish();
+      parts.reasoning += rest.reasoning;
+      parts.content += rest.content;
+    }
+    s.pending.reasoning += parts.reasoning;
+    s.pending.text += parts.content;
+    for (ToolCall& c : s.harmony->take_calls()) s.pending.tool_calls.push_back(std::move(c));
+    return;
+  }
   if (s.reasoning) {
     ReasoningSplitter::Parts parts = s.reasoning->add(text);
     if (last) {

@@ -47,6 +47,7 @@ std::string_view marker(ToolFormat f) {
     case ToolFormat::kGranite:
       return kGraniteMarker;
     case ToolFormat::kGeneric:
+    case ToolFormat::kHarmony:  // not parsed here (harmony.h)
       break;
   }
   return {};
@@ -180,6 +181,8 @@ std::string_view tool_format_name(ToolFormat f) {
       return "mistral";
     case ToolFormat::kGranite:
       return "granite";
+    case ToolFormat::kHarmony:
+      return "harmony";
     case ToolFormat::kGeneric:
       break;
   }
@@ -194,6 +197,7 @@ TemplateTools template_tools(std::string_view src) {
 
 ToolFormat detect_tool_format(std::string_view src) {
   auto has = [&](std::string_view s) { return src.find(s) != std::string_view::npos; };
+  if (has("<|channel|>")) return ToolFormat::kHarmony;
   if (has(kMistralMarker)) return ToolFormat::kMistral;
   if (has(kHermesOpen)) return ToolFormat::kHermes;
   if (has(kGraniteMarker)) return ToolFormat::kGranite;
@@ -266,6 +270,41 @@ std::optional<ToolRequest> parse_tool_request(const ordered_json& body, ToolForm
   return r;
 }
 
+namespace {
+
+// A forced harmony call: any analysis or commentary messages, then a
+// commentary message to=functions.N whose body is N's arguments. The
+// arguments' rules come from one schema holding every tool's parameters
+// under $defs tool<i> (rule tool<i> each); its own root is replaced.
+std::string harmony_grammar(const ToolRequest& r, const ordered_json& defs) {
+  ordered_json holder = {{"type", "object"}, {"properties", ordered_json::object()}};
+  std::string calls;
+  for (size_t i = 0; i < r.tools.size(); ++i) {
+    const std::string name = r.tools[i]["function"]["name"].get<std::string>();
+    const std::string def = fmt::format("tool{}", i);
+    if (!defs.contains(def)) continue;  // not the named tool
+    holder["properties"][def] = {{"$ref", "#/$defs/" + def}};
+    calls += fmt::format("{}\"{}\" harmony-constrain \"<|message|>\" {}", calls.empty() ? "" : " | ", name, def);
+  }
+  holder["$defs"] = defs;
+  const std::string g = grammar::json_schema_to_grammar(holder);
+  const size_t root_end = g.find('\n');
+  if (!g.starts_with("root ::= ") || root_end == std::string::npos) {
+    fail(ErrorCategory::kInternal, "unexpected grammar from the JSON schema");
+  }
+  return fmt::format(
+      "root ::= (harmony-message \"<|start|>assistant\")* harmony-call\n"
+      "harmony-message ::= \"<|channel|>\" (\"analysis\" | \"commentary\") \"<|message|>\" harmony-text "
+      "\"<|end|>\"\n"
+      "harmony-text ::= ([^<] | \"<\" [^|] | \"<|\" [^e] | \"<|e\" [^n] | \"<|en\" [^d] | \"<|end\" [^|] | "
+      "\"<|end|\" [^>])*\n"
+      "harmony-call ::= \"<|channel|>commentary to=functions.\" ({})\n"
+      "harmony-constrain ::= (\" <|constrain|>json\")?\n{}",
+      calls, g.substr(root_end + 1));
+}
+
+}  // namespace
+
 std::optional<std::string> tool_grammar(const ToolRequest& r) {
   if (!r.active()) return std::nullopt;
   if (!r.forced() && r.format != ToolFormat::kGeneric) return std::nullopt;
@@ -295,6 +334,7 @@ std::optional<std::string> tool_grammar(const ToolRequest& r) {
                      {"required", string_array({"name", args_key})},
                      {"additionalProperties", false}});
   }
+  if (r.format == ToolFormat::kHarmony) return harmony_grammar(r, defs);
   const ordered_json call = calls.size() == 1 ? calls[0] : ordered_json{{"anyOf", calls}};
   ordered_json array = {{"type", "array"}, {"items", call}, {"minItems", 1}};
   if (!r.parallel) array["maxItems"] = 1;
@@ -425,6 +465,7 @@ std::string call_text(ToolFormat f, const ordered_json& calls) {
     case ToolFormat::kGranite:
       return std::string(kGraniteMarker) + py_dumps(list);
     case ToolFormat::kGeneric:
+    case ToolFormat::kHarmony:  // its template prints tool_calls itself
       break;
   }
   return (list.size() == 1 ? ordered_json{{"tool_call", list[0]}} : ordered_json{{"tool_calls", list}}).dump(2);

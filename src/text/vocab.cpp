@@ -296,6 +296,20 @@ void mark_end_of_generation(Vocab& v) {
   for (const TokenId id : {v.eos, v.eot, v.eom}) {
     if (id != kNoToken) v.eog[id] = true;
   }
+  // gpt-oss (harmony), as llama.cpp: the channel markers are always written
+  // out as text, so a reply's channels can be parsed; and where a turn ends
+  // with <|return|> or <|call|>, <|end|> only closes one message of it (the
+  // analysis before the answer): it does not end generation and is text too.
+  for (const std::string_view text : {"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"}) {
+    if (const TokenId id = v.find(text); id != kNoToken) v.types[id] = TokenType::kUserDefined;
+  }
+  const TokenId ret = v.find("<|return|>"), call = v.find("<|call|>"), end = v.find("<|end|>");
+  if (ret != kNoToken && call != kNoToken && end != kNoToken && v.eog[ret] && v.eog[call] &&
+      v.eog[end]) {
+    v.eog[end] = false;
+    v.types[end] = TokenType::kUserDefined;
+    if (v.eot == end) v.eot = ret;
+  }
 }
 
 void list_special_tokens(Vocab& v) {

@@ -110,6 +110,27 @@ std::string pair_name(const ::testing::TestParamInfo<Pair>& info) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, ChatTemplateFixture, ::testing::ValuesIn(all_pairs()),
                          pair_name);
 
+// gpt-oss's template (harmony), which llama.cpp b10470's renders do not
+// cover: the five conversations as Python's Jinja2 renders them
+// (expected-jinja2.json, PROVENANCE.md), the clock at 2026-11-30.
+TEST(ChatTemplateFixtures, GptOssMatchesJinja2) {
+  const std::string file = "openai-gpt-oss-120b.jinja";
+  const ordered_json expected = read_json("expected-jinja2.json")[file];
+  ASSERT_EQ(expected.size(), 5u);
+  const ChatTemplate tmpl = ChatTemplate::parse(read_file(template_dir() / file), file);
+  for (const auto& c : read_json("conversations.json")) {
+    const std::string name = c["name"].get<std::string>();
+    SCOPED_TRACE(name);
+    ASSERT_TRUE(expected.contains(name));
+    ASSERT_FALSE(expected[name]["error"].get<bool>());
+    ChatTemplateInputs inputs = llama_cpp_inputs(true);
+    inputs.bos_token = "<|startoftext|>";
+    inputs.eos_token = "<|return|>";
+    EXPECT_EQ(escaped(tmpl.apply(c["messages"], inputs)),
+              escaped(expected[name]["prompt"].get<std::string>()));
+  }
+}
+
 // Only gemma-2 lacks a system role among the ten (PROVENANCE.md, point 3).
 TEST(ChatTemplateFixtures, SystemRoleCapsMatchLlamaCpp) {
   const ordered_json expected = read_json("expected.json");

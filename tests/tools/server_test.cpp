@@ -646,5 +646,57 @@ TEST(ServerTools, HermesTemplateForcedCall) {
   EXPECT_TRUE(r["choices"][0]["message"]["content"].is_null()) << r;
 }
 
+// gpt-oss's template (harmony): the analysis channel goes to
+// reasoning_content and the final one to content, streamed or not; with
+// reasoning_format none both stay in the content as written; a required call
+// is forced as a commentary message to=functions.NAME and parsed out of it.
+// (stories260K's vocabulary has no harmony tokens: the grammar writes the
+// markers as plain text, which the reply parser reads the same way.)
+TEST(ServerTools, HarmonyTemplateChannelsAndForcedCall) {
+  std::ifstream in(fixtures_dir() + "/chat-templates/openai-gpt-oss-120b.jinja");
+  const std::string source{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_FALSE(source.empty());
+  ServerProcess s({"-m", model(), "-np", "1", "-c", "2048", "--chat-template", source});
+  const json body = {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 300},
+                     {"temperature", 1.0}, {"seed", 3},
+                     {"grammar", "root ::= \"<|channel|>analysis<|message|>\" [a-z ]{3,12} "
+                                 "\"<|end|><|start|>assistant<|channel|>final<|message|>\" [A-Z] [a-z]{2,6} \".\""}};
+  const json r = post(s, "/v1/chat/completions", body);
+  const json& m = r["choices"][0]["message"];
+  EXPECT_TRUE(std::regex_match(m["reasoning_content"].get<std::string>(), std::regex("^[a-z ]{3,12}$"))) << m;
+  EXPECT_TRUE(std::regex_match(m["content"].get<std::string>(), std::regex("^[A-Z][a-z]{2,6}\\.$"))) << m;
+  json plain = body;
+  plain["reasoning_format"] = "none";
+  const json n = post(s, "/v1/chat/completions", plain);
+  EXPECT_EQ(n["choices"][0]["message"]["content"],
+            "<|channel|>analysis<|message|>" + m["reasoning_content"].get<std::string>() + "<|end|>" +
+                m["content"].get<std::string>());
+  json streamed = body;
+  streamed["stream"] = true;
+  auto res = s.client().Post("/v1/chat/completions", streamed.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::string reasoning, content;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: {")) continue;
+    const json chunk = json::parse(line.substr(6));
+    if (chunk["choices"].empty()) continue;
+    const json& d = chunk["choices"][0]["delta"];
+    reasoning += d.value("reasoning_content", "");
+    content += d.value("content", "");
+  }
+  EXPECT_EQ(reasoning, m["reasoning_content"]);
+  EXPECT_EQ(content, m["content"]);
+
+  const json call = {{"messages", {{{"role", "user"}, {"content", "Add 2 and 3."}}}},
+                     {"tools", weather_tools()}, {"tool_choice", "required"},
+                     {"max_tokens", 200}, {"temperature", 1.0}, {"seed", 5}};
+  const json c = post(s, "/v1/chat/completions", call);
+  ASSERT_EQ(c["choices"][0]["finish_reason"], "tool_calls") << c;
+  ASSERT_EQ(c["choices"][0]["message"]["tool_calls"].size(), 1u) << c;
+  expect_valid_call(c["choices"][0]["message"]["tool_calls"][0]);
+  EXPECT_TRUE(c["choices"][0]["message"]["content"].is_null()) << c;
+}
+
 }  // namespace
 }  // namespace tessera::testing

@@ -448,6 +448,8 @@ CompletionRequest parse_completion(const ojson& body, bool chat, const Tokenizer
     }
     r.params.split_reasoning = format != "none";
     r.params.reasoning_open = serving::prompt_opens_thinking(r.prompt, tokenizer);
+    // gpt-oss: the reply's channels carry the thinking and the calls.
+    r.params.harmony = renderer.tool_format() == serving::ToolFormat::kHarmony;
   }
   return r;
 }

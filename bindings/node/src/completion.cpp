@@ -271,6 +271,7 @@ Napi::Value start_completion(const Napi::CallbackInfo& info, const std::shared_p
       }
       try {
         const serving::ChatRenderer& chat = s->renderer(prompt.chat_template);
+        params.harmony = chat.tool_format() == serving::ToolFormat::kHarmony;
         if (std::optional<serving::ToolRequest> t = serving::parse_tool_request(fields, chat.tool_format());
             t && t->active()) {
           serving::use_tools(*t, params, g);

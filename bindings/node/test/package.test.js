@@ -285,8 +285,30 @@ test('thinking goes to reasoning_content for messages (a grammar makes the model
   }
 });
 
+test('gpt-oss replies (harmony): analysis to reasoning_content, final to content', async () => {
+  const chat_template = fs.readFileSync(path.join(fixtures, 'chat-templates', 'openai-gpt-oss-120b.jinja'), 'utf8');
+  const ctx = await tessera.loadModel({ model: stories, n_ctx: 1024 });
+  try {
+    const grammar = 'root ::= "<|channel|>analysis<|message|>" [a-z ]{3,12} ' +
+                    '"<|end|><|start|>assistant<|channel|>final<|message|>" [A-Z] [a-z]{2,6} "."';
+    const messages = [{ role: 'user', content: 'Hi' }];
+    let streamed = '';
+    const r = await ctx.completion({ messages, chat_template, n_predict: 300, temperature: 1, seed: 3, grammar },
+                                   (t) => { streamed += t.reasoning_content ?? ''; });
+    assert.match(r.reasoning_content, /^[a-z ]{3,12}$/);
+    assert.match(r.content, /^[A-Z][a-z]{2,6}\.$/);
+    assert.equal(streamed, r.reasoning_content);
+    const n = await ctx.completion({ messages, chat_template, n_predict: 300, temperature: 1, seed: 3, grammar,
+                                     reasoning_format: 'none' });
+    assert.equal(n.text, `<|channel|>analysis<|message|>${r.reasoning_content}<|end|>${r.content}`);
+  } finally {
+    await ctx.release();
+  }
+});
+
 test('tools: a required call comes back in tool_calls, streamed and whole, in the template\'s format', async () => {
   const qwen = fs.readFileSync(path.join(fixtures, 'chat-templates', 'Qwen-Qwen2.5-7B-Instruct.jinja'), 'utf8');
+  const gptOss = fs.readFileSync(path.join(fixtures, 'chat-templates', 'openai-gpt-oss-120b.jinja'), 'utf8');
   const ctx = await tessera.loadModel({ model: stories, n_ctx: 2048 });
   const tools = [{
     type: 'function',
@@ -297,7 +319,7 @@ test('tools: a required call comes back in tool_calls, streamed and whole, in th
   }];
   try {
     const messages = [{ role: 'user', content: 'Add 2 and 3.' }];
-    for (const chat_template of [qwen, 'chatml']) {  // <tool_call> tags; the generic JSON
+    for (const chat_template of [qwen, gptOss, 'chatml']) {  // <tool_call> tags; harmony; the generic JSON
       let ended = 0;
       for (let seed = 1; seed <= 3; ++seed) {
         const streamed = [];

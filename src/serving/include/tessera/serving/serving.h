@@ -69,6 +69,9 @@ struct GenerationParams {
   // of Event::text; `reasoning_open`: the prompt already opened it.
   bool split_reasoning = false;
   bool reasoning_open = false;
+  // The reply is gpt-oss's harmony (harmony.h): its analysis channel is the
+  // thinking (split out when split_reasoning), its calls those of `tools`.
+  bool harmony = false;
   // Token masks for the sampler chain (grammars, JSON schemas): called once
   // per request, the stages go after the banned tokens.
   std::function<std::vector<std::unique_ptr<SamplerStage>>()> masks;

@@ -12,6 +12,8 @@
 //   Mistral (Nemo and its kin): [TOOL_CALLS][{"name": N, "arguments": {...},
 //     "id": "abcdefghi"}, ...];
 //   Granite 3.x: <|tool_call|>[{"name": N, "arguments": {...}}, ...];
+//   harmony (gpt-oss): a commentary message to=functions.N whose body is
+//     the arguments (harmony.h parses it, with the reply's channels);
 //   generic (any other template): the answer is one JSON object,
 //     {"tool_call": {"name": N, "arguments": {...}}}, {"tool_calls": [...]}
 //     with parallel calls, or {"response": "text"}; a grammar keeps the model
@@ -29,7 +31,7 @@
 
 namespace tessera::serving {
 
-enum class ToolFormat { kGeneric, kHermes, kLlama3, kMistral, kGranite };
+enum class ToolFormat { kGeneric, kHermes, kLlama3, kMistral, kGranite, kHarmony };
 std::string_view tool_format_name(ToolFormat f);
 ToolFormat detect_tool_format(std::string_view template_source);
 
