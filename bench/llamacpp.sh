@@ -9,7 +9,7 @@
 #
 #   bench/llamacpp.sh            # Q4_0 Q8_0 F16 and the K / IQ4 mixes, threads 1,2, depths 0,2048
 #
-# Knobs (environment): SHAPE, TYPES, THREADS, DEPTHS, REPS, CACHE as run.sh;
+# Knobs (environment): SHAPE, LAYERS, TYPES, THREADS, DEPTHS, REPS, CACHE as run.sh;
 # NLC_VERSION (3.22.1); VARIANT (below); SHM=0 to time llama.cpp on the file where it lies
 # (its mmap then competes with the page cache, which these machines reclaim
 # hard: decode can re-read weights from disk).
@@ -56,7 +56,7 @@ echo
 echo "| model | threads | depth | pp512 t/s | tg128 t/s |"
 echo "| --- | ---: | ---: | ---: | ---: |"
 for type in $TYPES; do
-  model="$CACHE/$SHAPE-$type.gguf"
+  model="$CACHE/$SHAPE${LAYERS:+-L$LAYERS}-$type.gguf"
   if [[ ! -f "$model" ]]; then
     echo "bench/llamacpp.sh: $model not found; run bench/run.sh first" >&2
     exit 1
@@ -76,7 +76,7 @@ for type in $TYPES; do
         exit 1
       }
       IFS=$'\t' read -r _ _ ppm pps tgm tgs <<<"$row"
-      echo "| $SHAPE $type | $t | $d | $ppm ± $pps | $tgm ± $tgs |"
+      echo "| $SHAPE${LAYERS:+ L$LAYERS} $type | $t | $d | $ppm ± $pps | $tgm ± $tgs |"
     done
   done
   [[ "$timed" == "$model" ]] || rm -f "$timed"

@@ -8,12 +8,17 @@
 #
 #   bench/run.sh                 # TinyLlama-1.1B shape, Q4_0 Q8_0 F16 and the K / IQ4 mixes, 1 and 2 threads, d 0 and 2048
 #   SHAPE=llama-100m REPS=2 bench/run.sh
+#   SHAPE=gpt-oss-20b LAYERS=8 TYPES=mxfp4 THREADS=2 DEPTHS=0 bench/run.sh   # a MoE file that fits
 #
 # The K and IQ4 mixes (q4_k_m, q5_k_m, q6_k, iq4_xs, q3_k_m, ...: any type
 # `tessera quantize` takes) are made by `tessera quantize` from the
 # synthesized F16 file, with llama-quantize's per-tensor rules.
 #
-# Knobs (environment): SHAPE, TYPES ("q4_0 q8_0 f16 q4_k_m q5_k_m q6_k iq4_xs q3_k_m"), THREADS (1,2),
+# mxfp4 is synthesized directly, as MXFP4_MOE lays it out (experts MXFP4,
+# the rest Q8_0).
+#
+# Knobs (environment): SHAPE, LAYERS (blocks to synthesize instead of the shape's; files
+# are then named SHAPE-LN-TYPE), TYPES ("q4_0 q8_0 f16 q4_k_m q5_k_m q6_k iq4_xs q3_k_m"), THREADS (1,2),
 # DEPTHS (0,2048), P (512), N (128), REPS (3), BUILD (build/release),
 # CACHE (${XDG_CACHE_HOME:-~/.cache}/tessera-bench), JSON=1 for JSON rows.
 set -euo pipefail
@@ -44,21 +49,24 @@ tier=ref
 [[ "$flags" == *avx512_vnni* && "$flags" == *avx512_bf16* && "$flags" == *" gfni "* ]] && tier=avx512
 [[ "$tier" == avx512 && "$flags" == *amx_int8* ]] && tier=amx
 tier="${TESSERA_CPU_ISA:-$tier}"
-echo "# tier: $tier; shape $SHAPE; pp$P, tg$N, depths $DEPTHS, threads $THREADS, $REPS repetitions"
+name="$SHAPE${LAYERS:+-L$LAYERS}"
+synth_layers=()
+[[ -n "${LAYERS:-}" ]] && synth_layers=(--layers "$LAYERS")
+echo "# tier: $tier; shape $SHAPE${LAYERS:+ ($LAYERS blocks)}; pp$P, tg$N, depths $DEPTHS, threads $THREADS, $REPS repetitions"
 echo
 
 for type in $TYPES; do
-  model="$CACHE/$SHAPE-$type.gguf"
+  model="$CACHE/$name-$type.gguf"
   if [[ ! -f "$model" ]]; then
     case "$type" in
-      f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1)
+      f32|f16|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|mxfp4)
         echo "synthesizing $model ..." >&2
-        "$tessera" synth --shape "$SHAPE" --type "$type" -o "$model" >&2 ;;
+        "$tessera" synth --shape "$SHAPE" "${synth_layers[@]}" --type "$type" -o "$model" >&2 ;;
       *)
-        f16="$CACHE/$SHAPE-f16.gguf"
+        f16="$CACHE/$name-f16.gguf"
         if [[ ! -f "$f16" ]]; then
           echo "synthesizing $f16 ..." >&2
-          "$tessera" synth --shape "$SHAPE" --type f16 -o "$f16" >&2
+          "$tessera" synth --shape "$SHAPE" "${synth_layers[@]}" --type f16 -o "$f16" >&2
         fi
         echo "quantizing $f16 to $type ..." >&2
         "$tessera" quantize "$f16" "$model.part" "$type" >&2

@@ -7,6 +7,8 @@ export interface LlamaModelOptions {
   n_threads?: number;      // CPU threads (default: one per physical core)
   n_parallel?: number;     // slots (default 1); each gets n_ctx / n_parallel cells
   n_gpu_layers?: number;   // -1 (default): every layer that fits on the GPU; 0: none
+  n_cpu_moe?: number;      // the experts of the first N layers stay in host memory (MoE models)
+  cpu_moe?: boolean;       // every layer's experts in host memory
   device?: string;         // a GPU by name, e.g. "CUDA0"
   embedding?: boolean;     // accepted; embeddings work on any context
   pooling_type?: 'none' | 'mean' | 'cls' | 'last';

@@ -19,11 +19,14 @@ Device* cpu_of(Runtime& runtime) {
   fail(ErrorCategory::kUnsupported, "[placement] the runtime has no CPU device");
 }
 
-// Bytes of the file's tensors whose names start with `prefix`.
-uint64_t tensor_bytes(const gguf::File& file, std::string_view prefix) {
+// Bytes of the file's tensors whose names start with `prefix` (but for the
+// experts, with `no_experts`).
+uint64_t tensor_bytes(const gguf::File& file, std::string_view prefix, bool no_experts = false) {
   uint64_t sum = 0;
   for (const gguf::TensorInfo& t : file.tensors()) {
-    if (t.name.starts_with(prefix)) sum += t.nbytes;
+    if (t.name.starts_with(prefix) && !(no_experts && t.name.find("_exps") != std::string_view::npos)) {
+      sum += t.nbytes;
+    }
   }
   return sum;
 }
@@ -89,7 +92,8 @@ Placement plan_placement(Runtime& runtime, const gguf::File& file, const Hparams
     return false;
   };
   for (int64_t il = held.end - 1; il >= held.end - layers; --il) {
-    const uint64_t bytes = tensor_bytes(file, fmt::format("blk.{}.", il)) + cache_per_layer;
+    const uint64_t bytes =
+        tensor_bytes(file, fmt::format("blk.{}.", il), il < options.n_cpu_moe) + cache_per_layer;
     if (!fits(bytes)) break;
     used += bytes;
     placed += 1;
@@ -103,8 +107,12 @@ Placement plan_placement(Runtime& runtime, const gguf::File& file, const Hparams
   p.gpu = placed > 0 ? gpu : nullptr;
   p.layers_on_gpu = placed;
   p.gpu_bytes = placed > 0 ? used : 0;
-  p.message = fmt::format("{} of {} layers on {} ({} of {} free, estimated){}", placed, n_units,
-                          gpu->name(), gib(p.gpu_bytes), gib(free), stopped);
+  const int64_t cpu_moe = std::min(options.n_cpu_moe, hp.n_layer);
+  p.message = fmt::format("{} of {} layers on {} ({} of {} free, estimated){}{}", placed, n_units,
+                          gpu->name(), gib(p.gpu_bytes), gib(free), stopped,
+                          hp.n_expert > 0 && cpu_moe > 0
+                              ? fmt::format("; the experts of {} layers in host memory", cpu_moe)
+                              : "");
   return p;
 }
 
@@ -121,6 +129,7 @@ std::unique_ptr<Model> load_model(Runtime& runtime, const std::filesystem::path&
   ModelOptions mo;
   mo.layer_devices = p.layer_devices;
   mo.output_device = p.output_device;
+  mo.n_cpu_moe = options.n_cpu_moe;
   if (options.pipeline != nullptr) mo.stage = options.pipeline->range();
   mo.progress = std::move(progress);
   auto model = Model::load(runtime, path, mo);

@@ -221,6 +221,7 @@ void Model::assign_devices(const ModelOptions& options) {
          file_.name(), options.layer_devices.size(), n_layer);
   }
   output_device_ = options.output_device != nullptr ? options.output_device : cpu_;
+  n_cpu_moe_ = options.n_cpu_moe;
   for (int64_t i = 0; i < n_layer; ++i) {
     if (!range_.contains(i)) continue;  // another stage's layer: no device
     w_.layers[static_cast<size_t>(i)].device =
@@ -265,10 +266,13 @@ std::vector<std::pair<Tensor*, Device*>> Model::weight_plan() {
     plan.emplace_back(copy, d);
     return copy;
   };
-  for (LayerWeights& l : w_.layers) {
+  for (size_t il = 0; il < w_.layers.size(); ++il) {
+    LayerWeights& l = w_.layers[il];
     if (l.device == nullptr) continue;  // held by another pipeline stage
+    const bool experts_on_cpu = static_cast<int64_t>(il) < n_cpu_moe_;
     for (Tensor* t : l.weights()) {
-      if (t != nullptr) plan.emplace_back(t, l.device);
+      if (t == nullptr) continue;
+      plan.emplace_back(t, experts_on_cpu && t->name.find("_exps") != std::string::npos ? cpu_ : l.device);
     }
     l.rope_freqs = local(w_.rope_freqs, l.device);
     l.rope_long = local(w_.rope_long, l.device);

@@ -132,8 +132,12 @@ std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
   return t;
 }
 
+// The weights' type; MXFP4 is written as the MXFP4_MOE mix does (file type
+// 38): the 3-D experts in MXFP4, the other weights in Q8_0.
 DType type_of(const TensorSpec& t, DType type) {
-  return t.fill == Fill::kWeights ? type : DType::kF32;
+  if (t.fill != Fill::kWeights) return DType::kF32;
+  if (type == DType::kMXFP4 && t.shape.size() < 3) return DType::kQ8_0;
+  return type;
 }
 
 uint64_t tensor_bytes(const TensorSpec& t, DType type) {

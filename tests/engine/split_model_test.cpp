@@ -100,6 +100,55 @@ TEST(SplitModel, LayersOnAFakeGpuGiveTheCpusLogits) {
   }
 }
 
+// --n-cpu-moe: a mixture of experts on the fake GPU with the first layer's
+// experts in host memory. Those expert matmuls run on the CPU (the scheduler
+// keeps an op beside weights the GPU cannot read), everything else of the
+// layers on the GPU, and the logits are the CPU's. The placement counts the
+// experts left behind out of the GPU's bytes.
+TEST(SplitModel, ExpertsOfTheFirstLayersStayInHostMemory) {
+  const std::string path = testing::fixtures_dir() + "/archs/qwen3moe.gguf";
+  std::vector<std::vector<float>> cpu_only;
+  {
+    auto rt = make_runtime(false);
+    cpu_only = run(*load_model(*rt, path, {.gpu_layers = 0}));
+  }
+  const gguf::File file = gguf::File::open(path);
+  const Hparams hp = read_hparams(file);
+  ASSERT_GE(hp.n_layer, 2);
+  Rig rig;
+  Placement where;
+  auto model = load_model(*rig.rt, path, {.gpu_layers = -1, .n_cpu_moe = 1}, {}, &where);
+  EXPECT_EQ(where.layers_on_gpu, hp.n_layer + 1) << where.message;
+  EXPECT_NE(where.message.find("the experts of 1 layers in host memory"), std::string::npos) << where.message;
+  Device& cpu = rig.rt->device("CPU0");
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& l = model->layers()[static_cast<size_t>(il)];
+    EXPECT_EQ(l.device, rig.gpu);
+    for (const Tensor* t : {l.ffn_gate_exps, l.ffn_up_exps, l.ffn_down_exps}) {
+      ASSERT_NE(t, nullptr);
+      EXPECT_EQ(&t->buffer->device(), il == 0 ? &cpu : static_cast<Device*>(rig.gpu)) << t->name;
+    }
+    EXPECT_EQ(&l.ffn_gate_inp->buffer->device(), static_cast<Device*>(rig.gpu));
+  }
+  std::string plan;
+  const auto got = run(*model, &plan);
+  ASSERT_EQ(got.size(), cpu_only.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_LT(nmse(got[i], cpu_only[i]), 1e-7) << "row " << i;
+  EXPECT_NE(plan.find("ASYNC0"), std::string::npos) << plan;
+  EXPECT_GT(count_splits(plan), 3) << plan;  // to the CPU for layer 0's experts and back
+
+  // The estimate: the GPU's bytes leave out exactly the experts kept behind.
+  Rig big;
+  const Placement all = plan_placement(*big.rt, file, hp, {});
+  const Placement some = plan_placement(*big.rt, file, hp, {.n_cpu_moe = 1});
+  uint64_t experts = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name.starts_with("blk.0.") && t.name.find("_exps") != std::string_view::npos) experts += t.nbytes;
+  }
+  ASSERT_GT(experts, 0u);
+  EXPECT_EQ(all.gpu_bytes - some.gpu_bytes, experts);
+}
+
 TEST(SplitModel, LayersGoOnlyWhileTheyFitTheFreeMemory) {
   const gguf::File file = gguf::File::open(stories());
   const Hparams hp = read_hparams(file);

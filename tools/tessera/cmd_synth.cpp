@@ -47,7 +47,7 @@ Runner add_synth(CLI::App& app) {
                "a MoE router f32)");
   cmd->footer("Shapes:" + shape_list() +
               "\nA vocabulary smaller than the shape's is padded with unused tokens.");
-  cmd->add_option("--arch", opts->arch, "Architecture: must be the shape's (llama, qwen3moe)");
+  cmd->add_option("--arch", opts->arch, "Architecture: must be the shape's (llama, qwen3moe, qwen2moe, gpt-oss)");
   cmd->add_option("--shape", opts->shape, "Shape name (see below)")->required();
   cmd->add_option("--layers", opts->layers, "Blocks to write instead of the shape's (a file that fits memory)")
       ->check(CLI::Range(int64_t{1}, int64_t{512}));
@@ -56,7 +56,7 @@ Runner add_synth(CLI::App& app) {
       ->check(CLI::Range(1e-6f, 10.0f));
   cmd->add_option("--type", opts->type,
                   "Type of the weight matrices: any type tessera quantizes (f16, q8_0, q4_0, q4_k, "
-                  "q6_k, mxfp4, ...)")
+                  "q6_k, mxfp4 (as MXFP4_MOE: experts mxfp4, the rest q8_0), ...)")
       ->capture_default_str();
   cmd->add_option("-o,--output", opts->out, "GGUF file to write")->required();
   cmd->add_option("--vocab", opts->vocab, "GGUF whose tokenizer the model takes")

@@ -28,6 +28,12 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
                  "(n_layer + 1: all; default: all that fit; 0: none)")
       ->check(CLI::Range(-1, 100000));
   cmd.add_option("--device", flags.device, "Device for offloaded layers, e.g. CUDA0");
+  cmd.add_flag("--cpu-moe", flags.cpu_moe,
+               "(-cmoe) Keep every layer's mixture-of-experts weights in host memory (the experts run "
+               "on the CPU, the rest of each offloaded layer on the GPU)");
+  cmd.add_option("--n-cpu-moe", flags.n_cpu_moe,
+                 "(-ncmoe) Keep the experts of the first N layers in host memory")
+      ->check(CLI::Range(0, 100000));
 }
 
 void add_split_flags(CLI::App& cmd, ModelFlags& flags) {
@@ -176,6 +182,7 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
   const auto start = std::chrono::steady_clock::now();
   serving::LoadOptions o{.model = flags.model, .threads = flags.threads, .placement = context};
   o.placement.gpu_layers = flags.gpu_layers;
+  o.placement.n_cpu_moe = flags.cpu_moe ? int64_t{1} << 30 : flags.n_cpu_moe;
   o.placement.device = flags.device;
   o.device_flag = "--device";
   bool shown = false;

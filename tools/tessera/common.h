@@ -23,13 +23,15 @@ struct ModelFlags {
   int threads = 0;  // 0: one per physical core
   int gpu_layers = -1;
   std::string device;
+  bool cpu_moe = false;  // --cpu-moe: every layer's experts in host memory
+  int n_cpu_moe = 0;     // --n-cpu-moe N: the first N layers' experts
   // Commands that split a model across MPI ranks (run, perplexity) set the
   // job; null or one rank: the whole model in this process.
   const MpiWorld* world = nullptr;
   std::vector<double> split_ranks;  // --split-ranks: the ranks' shares of the weights
 };
 
-// -m/--model, -t/--threads, --gpu-layers (--ngl), --device.
+// -m/--model, -t/--threads, --gpu-layers (--ngl), --device, --cpu-moe, --n-cpu-moe.
 void add_model_flags(CLI::App& cmd, ModelFlags& flags);
 // --split-ranks, for the commands that run across MPI ranks.
 void add_split_flags(CLI::App& cmd, ModelFlags& flags);

@@ -23,6 +23,8 @@ constexpr std::pair<std::string_view, std::string_view> kLlamaShortFlags[] = {
     {"-ctk", "--cache-type-k"},
     {"-ctv", "--cache-type-v"},
     {"-ngl", "--n-gpu-layers"},
+    {"-cmoe", "--cpu-moe"},
+    {"-ncmoe", "--n-cpu-moe"},
 };
 
 }  // namespace

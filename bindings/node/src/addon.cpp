@@ -43,6 +43,10 @@ LoadSettings load_settings(const Napi::Object& o) {
     throw Napi::RangeError::New(o.Env(), "option 'n_parallel': expected 1.." + std::to_string(kMaxSequences));
   }
   s.load.placement.gpu_layers = static_cast<int>(integer(o, "n_gpu_layers", -1));
+  // llama.node's n_cpu_moe (and cpu_moe: all of them): experts kept in host memory.
+  const int64_t n_cpu_moe = integer(o, "n_cpu_moe", 0);
+  if (n_cpu_moe < 0) throw Napi::RangeError::New(o.Env(), "option 'n_cpu_moe': expected 0 or more");
+  s.load.placement.n_cpu_moe = boolean(o, "cpu_moe", false) ? int64_t{1} << 30 : n_cpu_moe;
   s.load.placement.device = string(o, "device", "");
   s.load.device_flag = "device";
   s.generator = {.n_slots = static_cast<int>(n_parallel), .n_ctx = n_ctx, .n_batch = n_batch,

@@ -22,6 +22,9 @@ namespace tessera {
 struct PlacementOptions {
   int gpu_layers = -1;  // -1: every layer that fits; 0: none
   std::string device;   // a GPU by name ("" = the first GPU)
+  // --n-cpu-moe: the experts of layers 0 .. n_cpu_moe - 1 stay in host
+  // memory (ModelOptions::n_cpu_moe); --cpu-moe is every layer's.
+  int64_t n_cpu_moe = 0;
   // What the context will hold, for the memory estimate.
   int64_t n_ctx = 4096;
   int64_t n_batch = 512;

@@ -253,6 +253,10 @@ struct ModelOptions {
   // (plan_placement in placement.h); the loader only follows.
   std::vector<Device*> layer_devices;
   Device* output_device = nullptr;
+  // The experts (ffn_*_exps weights and biases) of layers 0 .. n_cpu_moe - 1
+  // stay on the CPU wherever their layer is (llama.cpp's --n-cpu-moe): the
+  // scheduler then runs those expert matmuls there.
+  int64_t n_cpu_moe = 0;
   // Called with (bytes done, bytes total) while weights are copied.
   std::function<void(uint64_t, uint64_t)> progress;
   // Layers on the CPU get q / k / v (no biases) and gate / up each as one
@@ -327,6 +331,7 @@ class Model {
   Weights w_;
   Device* cpu_ = nullptr;
   Device* output_device_ = nullptr;
+  int64_t n_cpu_moe_ = 0;  // ModelOptions::n_cpu_moe
   std::vector<std::unique_ptr<Buffer>> buffers_;
   uint64_t weight_bytes_ = 0;
   LayerRange range_;
