@@ -89,8 +89,16 @@ Tensor* self_attention(Graph& g, const Model& model, const GraphInputs& in, size
     k = ops::reshape(g, project(g, l.wk, h, l.bk), {d, hp.n_head_kv, n});
     v = ops::reshape(g, project(g, l.wv, h, l.bv), {d, hp.n_head_kv, n});
   }
-  if (l.attn_q_norm != nullptr) q = rms_norm(g, q, l.attn_q_norm, hp.norm_rms_eps);
-  if (l.attn_k_norm != nullptr) k = rms_norm(g, k, l.attn_k_norm, hp.norm_rms_eps);
+  // q / k RMS norms per head ([head_dim] weights: qwen3) or over the whole
+  // projection ([n_embd_q] / [n_embd_kv]: OLMoE), before RoPE.
+  const auto norm_qk = [&](Tensor* x, Tensor* w, int64_t heads) {
+    if (w == nullptr) return x;
+    if (w->ne[0] == d) return rms_norm(g, x, w, hp.norm_rms_eps);
+    Tensor* flat = ops::reshape(g, x->is_contiguous() ? x : ops::cont(g, x), {d * heads, n});
+    return ops::reshape(g, rms_norm(g, flat, w, hp.norm_rms_eps), {d, heads, n});
+  };
+  q = norm_qk(q, l.attn_q_norm, hp.n_head);
+  k = norm_qk(k, l.attn_k_norm, hp.n_head_kv);
   const ops::RopeParams rope = rope_params(hp, static_cast<int64_t>(il));
   Tensor* factors = rope_factors(hp, l, in.n_ctx);
   q = ops::rope(g, q, in.positions, factors, rope);

@@ -15,13 +15,15 @@ extern const Architecture kPhi3Architecture;
 extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kQwen2MoeArchitecture;
 extern const Architecture kGptOssArchitecture;
+extern const Architecture kOlmoeArchitecture;
 
 namespace {
 
 constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
                                        &kQwen3Architecture, &kGemma3Architecture,
                                        &kPhi3Architecture, &kQwen3MoeArchitecture,
-                                       &kQwen2MoeArchitecture, &kGptOssArchitecture};
+                                       &kQwen2MoeArchitecture, &kGptOssArchitecture,
+                                       &kOlmoeArchitecture};
 
 }  // namespace
 

@@ -35,6 +35,10 @@ constexpr SynthShape kShapes[] = {
     {"gpt-oss-20b", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, false, "gpt-oss", 64, 32, 4, 2880, 128,
      32.0f, 4096},
     {"gpt-oss-tiny", 128, 4, 4, 2, 64, 0, 2048, 150000.0f, false, "gpt-oss", 32, 8, 2, 64, 8, 4.0f, 512},
+    // OLMoE-1B-7B as published: 64 experts of 1024 rows (feed_forward_length), 8 per token;
+    // whole-width q / k norms, which llama.cpp sizes n_embd: as many KV heads as heads.
+    {"olmoe-1b-7b", 2048, 16, 16, 16, 1024, 50304, 4096, 10000.0f, false, "olmoe", 0, 64, 8, 1024},
+    {"olmoe-tiny", 128, 2, 4, 4, 64, 0, 2048, 10000.0f, false, "olmoe", 0, 8, 2, 64},  // fixtures
 };
 
 uint64_t splitmix64(uint64_t& s) {
@@ -105,6 +109,10 @@ std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
       t.push_back({n("attn_q_norm"), {head}, Fill::kNorm});
       t.push_back({n("attn_k_norm"), {head}, Fill::kNorm});
     }
+    if (s.arch == "olmoe") {  // over the whole projection
+      t.push_back({n("attn_q_norm"), {q}, Fill::kNorm});
+      t.push_back({n("attn_k_norm"), {kv}, Fill::kNorm});
+    }
     t.push_back({n(s.arch == "gpt-oss" ? "post_attention_norm" : "ffn_norm"), {s.n_embd}, Fill::kNorm});
     if (is_moe(s)) {
       t.push_back({n("ffn_gate_inp"), {s.n_embd, s.n_expert}, Fill::kF32Weights});
@@ -149,9 +157,10 @@ uint64_t tensor_bytes(const TensorSpec& t, DType type) {
 
 void check_options(const SynthOptions& o) {
   const SynthShape& s = o.shape;
-  if (s.arch != "llama" && s.arch != "qwen3moe" && s.arch != "qwen2moe" && s.arch != "gpt-oss") {
+  if (s.arch != "llama" && s.arch != "qwen3moe" && s.arch != "qwen2moe" && s.arch != "gpt-oss" &&
+      s.arch != "olmoe") {
     fail(ErrorCategory::kInvalidArgument,
-         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe, qwen2moe or gpt-oss", s.name,
+         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe, qwen2moe, gpt-oss or olmoe", s.name,
          s.arch);
   }
   if (s.arch != "llama" && s.n_expert == 0) {

@@ -342,6 +342,7 @@ std::optional<std::string> tool_grammar(const ToolRequest& r) {
   switch (r.format) {
     case ToolFormat::kHermes:
     case ToolFormat::kLlama3:
+    case ToolFormat::kHarmony:  // (its own grammar, above)
       schema = call;
       break;
     case ToolFormat::kMistral:

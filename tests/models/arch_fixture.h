@@ -22,8 +22,9 @@
 
 namespace tessera::testing {
 
-inline const std::array<std::string, 9> kFixtureArchs = {"llama", "qwen2", "qwen3", "gemma3",
-                                                         "phi3", "qwen3moe", "mixtral", "qwen2moe", "gpt_oss"};
+inline const std::array<std::string, 10> kFixtureArchs = {"llama",   "qwen2",   "qwen3",    "gemma3",
+                                                          "phi3",    "qwen3moe", "mixtral", "qwen2moe",
+                                                          "gpt_oss", "olmoe"};
 
 // Per prompt position, the NMSE of the engine's logits against llama.cpp's.
 // Both sides round weights and the KV cache to f16 and sum in f32, in other

@@ -125,7 +125,8 @@ struct LayerWeights {
   Tensor* bk = nullptr;              // [n_embd_kv]
   Tensor* bv = nullptr;              // [n_embd_kv]
   Tensor* attn_q_norm = nullptr;     // [head_dim]: per-head RMS norm of q, before RoPE
-  Tensor* attn_k_norm = nullptr;     // [head_dim]
+                                     // ([n_embd_q]: over the whole projection, OLMoE)
+  Tensor* attn_k_norm = nullptr;     // [head_dim] ([n_embd_kv])
   Tensor* wo = nullptr;              // [n_embd_q, n_embd]
   Tensor* bo = nullptr;              // [n_embd]
   Tensor* attn_sinks = nullptr;      // [n_head]: a sink logit per head (gpt-oss)
