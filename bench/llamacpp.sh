@@ -10,6 +10,8 @@
 #   bench/llamacpp.sh            # Q4_0 Q8_0 F16 and the K / IQ4 mixes, threads 1,2, depths 0,2048
 #
 # Knobs (environment): SHAPE, LAYERS, TYPES, THREADS, DEPTHS, REPS, CACHE as run.sh;
+# PARALLEL (1): sequences generating together in tg, e.g. 1,4,16 (bench/run.sh's
+# PARALLEL, `tessera bench --parallel`; pp is the same for each);
 # NLC_VERSION (3.22.1); VARIANT (below); SHM=0 to time llama.cpp on the file where it lies
 # (its mmap then competes with the page cache, which these machines reclaim
 # hard: decode can re-read weights from disk).
@@ -53,8 +55,9 @@ fi
 echo "# llama.cpp (node-llama-cpp $NLC_VERSION prebuilt) — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) logical CPUs"
 echo
-echo "| model | threads | depth | pp512 t/s | tg128 t/s |"
-echo "| --- | ---: | ---: | ---: | ---: |"
+PARALLEL="${PARALLEL:-1}"
+echo "| model | threads | depth | sequences | pp512 t/s | tg128 t/s (all sequences) |"
+echo "| --- | ---: | ---: | ---: | ---: | ---: |"
 for type in $TYPES; do
   model="$CACHE/$SHAPE${LAYERS:+-L$LAYERS}-$type.gguf"
   if [[ ! -f "$model" ]]; then
@@ -70,13 +73,15 @@ for type in $TYPES; do
   fi
   for t in ${THREADS//,/ }; do
     for d in ${DEPTHS//,/ }; do
-      row="$("$exe" "$timed" "$t" "$d" "$REPS" "$backend_dir" 2>"$lib/last.log")" || {
-        [[ "$timed" == "$model" ]] || rm -f "$timed"
-        echo "bench/llamacpp.sh: llama.cpp failed on $model (see $lib/last.log)" >&2
-        exit 1
-      }
-      IFS=$'\t' read -r _ _ ppm pps tgm tgs <<<"$row"
-      echo "| $SHAPE${LAYERS:+ L$LAYERS} $type | $t | $d | $ppm ± $pps | $tgm ± $tgs |"
+      for np in ${PARALLEL//,/ }; do
+        row="$("$exe" "$timed" "$t" "$d" "$REPS" "$backend_dir" "$np" 2>"$lib/last.log")" || {
+          [[ "$timed" == "$model" ]] || rm -f "$timed"
+          echo "bench/llamacpp.sh: llama.cpp failed on $model (see $lib/last.log)" >&2
+          exit 1
+        }
+        IFS=$'\t' read -r _ _ ppm pps tgm tgs <<<"$row"
+        echo "| $SHAPE${LAYERS:+ L$LAYERS} $type | $t | $d | $np | $ppm ± $pps | $tgm ± $tgs |"
+      done
     done
   done
   [[ "$timed" == "$model" ]] || rm -f "$timed"

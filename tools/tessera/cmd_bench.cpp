@@ -39,6 +39,7 @@ struct BenchFlags {
   std::vector<int> n_prompt{512};
   std::vector<int> n_gen{128};
   std::vector<int> n_depth{0};
+  std::vector<int> parallel{1};  // sequences decoding together in the tg tests
   std::vector<int> threads;  // empty: the CPU backend's default
   int reps = 5;
   int64_t n_batch = 512;
@@ -49,14 +50,17 @@ struct BenchFlags {
 
 struct Test {
   int n_prompt, n_gen, n_depth, threads;
+  int n_seq = 1;           // tg: sequences generating together, one token each per pass
   std::vector<double> ns;  // per repetition
 
   std::string name() const {
     std::string s = n_prompt > 0 ? fmt::format("pp{}", n_prompt) : fmt::format("tg{}", n_gen);
+    if (n_seq > 1) s += fmt::format(" x{}", n_seq);
     if (n_depth > 0) s += fmt::format(" @ d{}", n_depth);
     return s;
   }
-  double tokens() const { return n_prompt > 0 ? n_prompt : n_gen; }
+  // Tokens a repetition makes (all sequences'): t/s is their total rate.
+  double tokens() const { return n_prompt > 0 ? n_prompt : double(n_gen) * n_seq; }
   double avg_ts() const {
     double sum = 0;
     for (double x : ns) sum += tokens() * 1e9 / x;
@@ -221,23 +225,38 @@ Ceilings mean(const Ceilings& a, const Ceilings& b) {
   return m;
 }
 
-// Decodes `count` random tokens of sequence 0 from position `pos`, `n_batch`
-// at a time (one at a time with n_batch 1).
-void decode_random(Context& ctx, std::mt19937& rng, int64_t pos, int64_t count, int64_t n_batch) {
+// Decodes `count` random tokens of sequence `seq` from position `pos`,
+// `n_batch` at a time (one at a time with n_batch 1).
+void decode_random(Context& ctx, std::mt19937& rng, int64_t pos, int64_t count, int64_t n_batch,
+                   int32_t seq = 0) {
   Batch batch;
   const auto nv = static_cast<uint32_t>(ctx.n_vocab());
   for (int64_t i = 0; i < count; i += n_batch) {
     batch.clear();
     const int64_t m = std::min(n_batch, count - i);
     for (int64_t j = 0; j < m; ++j) {
-      batch.add(static_cast<int32_t>(rng() % nv), static_cast<int32_t>(pos + i + j), {0}, j + 1 == m);
+      batch.add(static_cast<int32_t>(rng() % nv), static_cast<int32_t>(pos + i + j), {seq}, j + 1 == m);
+    }
+    ctx.decode(batch);
+  }
+}
+
+// `count` passes of one random token for each of sequences 0 .. n_seq - 1
+// (from position `pos`), every token's logits out: as n_seq clients decode.
+void decode_parallel(Context& ctx, std::mt19937& rng, int64_t pos, int64_t count, int n_seq) {
+  Batch batch;
+  const auto nv = static_cast<uint32_t>(ctx.n_vocab());
+  for (int64_t i = 0; i < count; ++i) {
+    batch.clear();
+    for (int32_t s = 0; s < n_seq; ++s) {
+      batch.add(static_cast<int32_t>(rng() % nv), static_cast<int32_t>(pos + i), {s}, true);
     }
     ctx.decode(batch);
   }
 }
 
 void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t) {
-  const int64_t n_ctx = t.n_depth + std::max(t.n_prompt, t.n_gen) + 1;
+  const int64_t n_ctx = int64_t{t.n_seq} * (t.n_depth + std::max(t.n_prompt, t.n_gen) + 1);
   Context ctx(*lm.model, {.n_ctx = n_ctx,
                           .n_batch = std::max<int64_t>(f.n_batch, t.n_prompt),
                           .type_k = cache_type("--cache-type-k", f.cache_types.k),
@@ -245,10 +264,14 @@ void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t) {
   std::mt19937 rng(42);
   auto once = [&](bool timed) {
     ctx.cache().clear();
-    if (t.n_depth > 0) decode_random(ctx, rng, 0, t.n_depth, ctx.n_batch());
+    for (int32_t s = 0; s < t.n_seq && t.n_depth > 0; ++s) {
+      decode_random(ctx, rng, 0, t.n_depth, ctx.n_batch(), s);
+    }
     const auto t0 = std::chrono::steady_clock::now();
     if (t.n_prompt > 0) {
       decode_random(ctx, rng, t.n_depth, t.n_prompt, t.n_prompt);
+    } else if (t.n_seq > 1) {
+      decode_parallel(ctx, rng, t.n_depth, timed ? t.n_gen : 1, t.n_seq);
     } else {
       decode_random(ctx, rng, t.n_depth, timed ? t.n_gen : 1, 1);
     }
@@ -288,10 +311,12 @@ int bench(const BenchFlags& f) {
   for (int th : threads) {
     for (int d : f.n_depth) {
       for (int p : f.n_prompt) {
-        if (p > 0) tests.push_back({p, 0, d, th, {}});
+        if (p > 0) tests.push_back({p, 0, d, th, 1, {}});
       }
       for (int n : f.n_gen) {
-        if (n > 0) tests.push_back({0, n, d, th, {}});
+        for (int np : f.parallel) {
+          if (n > 0) tests.push_back({0, n, d, th, np, {}});
+        }
       }
     }
   }
@@ -317,7 +342,9 @@ int bench(const BenchFlags& f) {
     Roof roof;
     if (before && after) {
       ceiling = mean(*before, *after);
-      roof = roof_of(t, *lm.model, info, *ceiling, type_k, type_v);
+      // (With several sequences a pass reads what their tokens' experts
+      // share: no fixed byte count, so no fraction.)
+      if (t.n_seq == 1) roof = roof_of(t, *lm.model, info, *ceiling, type_k, type_v);
     }
     if (markdown) {
       const std::string of = roof.ceiling > 0
@@ -353,6 +380,7 @@ int bench(const BenchFlags& f) {
                     {"n_prompt", t.n_prompt},
                     {"n_gen", t.n_gen},
                     {"n_depth", t.n_depth},
+                    {"n_seq", t.n_seq},
                     {"test_time", stamp},
                     {"avg_ns", static_cast<uint64_t>(avg_ns)},
                     {"stddev_ns", static_cast<uint64_t>(sd_ns)},
@@ -360,7 +388,7 @@ int bench(const BenchFlags& f) {
                     {"stddev_ts", t.stddev_ts()},
                     {"samples_ns", t.ns},
                     {"samples_ts", ts}});
-    if (ceiling) {
+    if (ceiling && roof.ceiling > 0) {
       rows.back()["ceilings"] = {{"tier", ceiling->tier},
                                  {"threads", ceiling->threads},
                                  {"read_gbs", ceiling->read_gbs},
@@ -404,6 +432,12 @@ Runner add_bench(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str()
       ->check(CLI::Range(0, 1 << 24));
+  cmd->add_option("--parallel", f->parallel,
+                  "(-np) Sequences generating together in the tg tests, e.g. 1,4,16: each pass one "
+                  "token of each (t/s counts them all)")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
   cmd->add_option("-r,--repetitions", f->reps, "Timed repetitions per test")
       ->capture_default_str()
       ->check(CLI::Range(1, 1000));
