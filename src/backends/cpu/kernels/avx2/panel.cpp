@@ -10,6 +10,7 @@
 // Q8_0 (signed): maddubs(|w|, sign(a, w)) and a madd per group.
 #include <immintrin.h>
 
+#include <array>
 #include <cstring>
 #include <type_traits>
 
@@ -74,17 +75,15 @@ struct PanelQ8_0 {
 
 // IQ4_NL: Q4_0's nibbles mapped by vpshufb to the signed table values, then
 // Q8_0's dot: maddubs(|w|, sign(a, w)) (|w| <= 127: a pair <= 2 * 127 * 127,
-// no saturation) and a madd per group. MXFP4 is the same with its own table
-// (the doubled e2m1 values, |w| <= 12) and E8M0 scales (load_dw).
-template <const int8_t* kTable>
-struct PanelTable4 {
+// no saturation) and a madd per group.
+struct PanelIQ4_NL {
   static constexpr size_t kQuantBytes = 256;
   template <int C>
   static void block(const uint8_t* q, int h, const BlockQ8* const* xb, __m256i s32[C]) {
     for (int c = 0; c < C; ++c) s32[c] = _mm256_setzero_si256();
     const __m256i m = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-    const __m256i table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kTable)));
+    const __m256i table = _mm256_broadcastsi128_si256(
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(kvalues_iq4nl)));
     const auto dot = [&](__m256i w, int at) {
       const __m256i aw = _mm256_sign_epi8(w, w);
       for (int c = 0; c < C; ++c) {
@@ -100,9 +99,43 @@ struct PanelTable4 {
     }
   }
 };
-using PanelIQ4_NL = PanelTable4<kvalues_iq4nl>;
-struct PanelMXFP4 : PanelTable4<kvalues_mxfp4> {
+
+// MXFP4: its table values (the doubled e2m1 codes, |w| <= 12) plus 12 are
+// unsigned and small, so a block sums as Q4_0's does: maddubs(w + 12, a)
+// (a pair <= 2 * 24 * 127, no saturation) into 16-bit lanes that start at
+// -12 x the sums of the activations they meet (1.5 x q4_bias, exact: q4_bias
+// is -8 x a sum). A lane ends at sum w a, at most 16 * 12 * 127 = 24384 in
+// magnitude: exact although the running sum may wrap. Scales: E8M0 (load_dw).
+struct PanelMXFP4 {
+  static constexpr size_t kQuantBytes = 256;
   static constexpr size_t kScaleBytes = 1;
+  template <int C>
+  static void block(const uint8_t* q, int h, const BlockQ8* const* xb, __m256i s32[C]) {
+    static constexpr auto kLevels = [] {
+      std::array<int8_t, 16> t{};
+      for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(kvalues_mxfp4[i] + 12);
+      return t;
+    }();
+    __m256i s16[C];
+    for (int c = 0; c < C; ++c) {
+      const __m256i b = bcast4(xb[c]->q4_bias);
+      s16[c] = _mm256_add_epi16(b, _mm256_srai_epi16(b, 1));
+    }
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLevels.data())));
+#pragma GCC unroll 1
+    for (int l = 0; l < 4; ++l) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + 64 * l + 32 * h));
+      const __m256i lo = _mm256_shuffle_epi8(table, _mm256_and_si256(v, m));
+      const __m256i hi = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), m));
+      for (int c = 0; c < C; ++c) {
+        s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(lo, bcast4(xb[c]->qs + 4 * l)));
+        s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(hi, bcast4(xb[c]->qs + 16 + 4 * l)));
+      }
+    }
+    for (int c = 0; c < C; ++c) s32[c] = _mm256_madd_epi16(s16[c], _mm256_set1_epi16(1));
+  }
 };
 
 // The weight scales of half h (8 rows) of a panel's block b: f16 (32 bytes a
