@@ -40,7 +40,21 @@ test('missing, truncated and non-model files reject naming the file', async () =
   fs.writeFileSync(text, 'not a model at all\n');
   await assert.rejects(tessera.loadModel({ model: text }), (e) => e.message.includes(text));
   await assert.rejects(tessera.loadModel({ model: stories, cache_type_k: 'q9_9' }), /cache_type_k/);
+  await assert.rejects(tessera.loadModel({ model: stories, n_cpu_moe: -1 }), /n_cpu_moe/);
   await assert.rejects(tessera.loadModel({}), /model/);
+});
+
+test('n_cpu_moe and cpu_moe load a mixture of experts (no GPU here: everything stays on the CPU)', async () => {
+  const moe = path.join(fixtures, 'archs', 'qwen3moe.gguf');
+  for (const options of [{ n_cpu_moe: 1 }, { cpu_moe: true }]) {
+    const ctx = await tessera.loadModel({ model: moe, n_ctx: 128, ...options });
+    try {
+      const r = await ctx.completion({ prompt: 'x', n_predict: 4, temperature: 0 });
+      assert.equal(r.tokens_predicted, 4);
+    } finally {
+      await ctx.release();
+    }
+  }
 });
 
 test('loadLlamaModelInfo reads metadata without weights; devices come from the registry', async () => {
