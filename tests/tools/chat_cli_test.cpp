@@ -63,6 +63,24 @@ TEST(ChatCli, TakesEverySamplingFlagOfRun) {
   EXPECT_NE(lines_of(p.out)[0], reply);
 }
 
+// gpt-oss's template (harmony, given as its source): the analysis channel
+// goes to stderr, the final answer to stdout. (A grammar writes the markers,
+// as plain text in stories260K's vocabulary.)
+TEST(ChatCli, HarmonyRepliesShowTheAnswerAndThinkApart) {
+  const std::string tmpl = fixtures_dir() + "/chat-templates/openai-gpt-oss-120b.jinja";
+  const std::string grammar =
+      "root ::= \"<|channel|>analysis<|message|>\" \"thinking\" \"<|end|><|start|>assistant<|channel|>final<|message|>\" "
+      "\"Answer.\"";
+  const CommandResult r = run_command(
+      "echo Hi | " + tessera("chat " + model() + " --temp 0 -n 300 --chat-template \"$(cat " + tmpl +
+                             ")\" --grammar '" + grammar + "'"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  ASSERT_EQ(lines_of(r.out).size(), 1u) << r.out;
+  EXPECT_EQ(lines_of(r.out)[0], "Answer.");
+  EXPECT_NE(r.err.find("thinking"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("<|channel|>"), std::string::npos) << r.out;
+}
+
 TEST(ChatCli, UnknownTemplateIsNamed) {
   const CommandResult r =
       run_command("echo hi | " + tessera("chat " + model() + " --chat-template vicuna-9"));

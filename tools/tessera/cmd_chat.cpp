@@ -81,10 +81,15 @@ class Chat {
     }
     serving::GenerationParams params = generation_params(f_.sampling, turns_, f_.n_predict, room, lm_.tokenizer);
     params.cache_prompt = !fresh_;  // after /reset nothing cached is kept
+    // gpt-oss (harmony): its analysis channel on stderr, the answer on stdout
+    // and, alone, in the conversation (the template drops past thinking).
+    params.harmony = render_.tool_format() == serving::ToolFormat::kHarmony;
+    params.split_reasoning = params.harmony;
     std::string reply;
     serving::Event last;
     generator_.submit(std::make_shared<serving::Request>(
         std::move(prompt), std::move(params), [&](serving::Event&& e) {
+          if (!e.reasoning.empty()) fmt::print(stderr, "{}", e.reasoning);
           reply += e.text;
           fmt::print("{}", e.text);
           std::fflush(stdout);
