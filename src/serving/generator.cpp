@@ -555,29 +555,36 @@ void Generator::handle_token(Slot& s, std::span<const float> logits) {
   }
 }
 
+namespace {
+
+// `text` through a splitter of thinking and answer (`add` its feeding
+// call), and at the end what it held back: its Parts.
+template <class Splitter, class Add>
+auto split_parts(Splitter& splitter, Add add, std::string_view text, bool last) {
+  auto parts = (splitter.*add)(text);
+  if (last) {
+    auto rest = splitter.finish();
+    parts.reasoning += rest.reasoning;
+    parts.content += rest.content;
+  }
+  return parts;
+}
+
+}  // namespace
+
 // New text into the next event: as it is, or split into thinking and
 // answer, and the answer into content and tool calls.
 void Generator::put_text(Slot& s, std::string&& text, bool last) {
   std::string content;
   if (s.harmony) {
-    HarmonyParser::Parts parts = s.harmony->feed(text);
-    if (last) {
-      HarmonyParser::Parts rest = s.harmony->finish();
-      parts.reasoning += rest.reasoning;
-      parts.content += rest.content;
-    }
+    HarmonyParser::Parts parts = split_parts(*s.harmony, &HarmonyParser::feed, text, last);
     s.pending.reasoning += parts.reasoning;
     s.pending.text += parts.content;
     for (ToolCall& c : s.harmony->take_calls()) s.pending.tool_calls.push_back(std::move(c));
     return;
   }
   if (s.reasoning) {
-    ReasoningSplitter::Parts parts = s.reasoning->add(text);
-    if (last) {
-      ReasoningSplitter::Parts rest = s.reasoning->finish();
-      parts.reasoning += rest.reasoning;
-      parts.content += rest.content;
-    }
+    ReasoningSplitter::Parts parts = split_parts(*s.reasoning, &ReasoningSplitter::add, text, last);
     s.pending.reasoning += parts.reasoning;
     content = std::move(parts.content);
   } else {

@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text_stream.h"
+
 namespace tessera::serving {
 namespace {
 
@@ -12,14 +14,6 @@ constexpr std::string_view kMessage = "<|message|>";
 constexpr std::string_view kEnd = "<|end|>";
 constexpr std::string_view kChannel = "<|channel|>";
 constexpr std::string_view kTo = " to=";
-
-// The longest end of `text` that begins `marker` (and may complete it).
-size_t partial_suffix(std::string_view text, std::string_view marker) {
-  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n) {
-    if (marker.starts_with(text.substr(text.size() - n))) return n;
-  }
-  return 0;
-}
 
 // One of a or b, each a prefix of the other: what the start of a header may be.
 bool agrees(std::string_view s, std::string_view marker) {
@@ -138,7 +132,7 @@ void HarmonyParser::run(Parts& out, bool last) {
         const size_t at = held_.find(kEnd);
         const size_t n = at != std::string::npos ? at
                          : last                  ? held_.size()
-                                                 : held_.size() - partial_suffix(held_, kEnd);
+                                                 : held_.size() - partial_marker(held_, kEnd);
         const std::string_view chunk(held_.data(), n);
         if (state_ == State::kReasoning) {
           (extract_ ? out.reasoning : out.content) += chunk;

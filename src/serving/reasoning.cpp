@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "text_stream.h"
+
 namespace tessera::serving {
 namespace {
 
@@ -9,14 +11,6 @@ constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
 
 bool is_space(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
-
-// Length of the longest suffix of `s` that is a proper prefix of `marker`.
-size_t partial_marker(std::string_view s, std::string_view marker) {
-  for (size_t n = std::min(marker.size() - 1, s.size()); n > 0; --n) {
-    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
-  }
-  return 0;
-}
 
 }  // namespace
 

@@ -17,6 +17,17 @@ size_t incomplete_utf8_tail(const std::string& s) {
   return 0;
 }
 
+}  // namespace
+
+size_t partial_marker(std::string_view s, std::string_view marker) {
+  for (size_t n = std::min(marker.size() - 1, s.size()); n > 0; --n) {
+    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
+  }
+  return 0;
+}
+
+namespace {
+
 // Longest suffix of `s` that is a proper prefix of some stop string.
 size_t partial_stop_tail(const std::string& s, const std::vector<std::string>& stops) {
   size_t hold = 0;

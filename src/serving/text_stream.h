@@ -10,6 +10,11 @@
 
 namespace tessera::serving {
 
+// Length of the longest end of `s` that is a proper beginning of `marker`
+// (not empty): what must wait for the next piece to say whether the marker
+// comes.
+size_t partial_marker(std::string_view s, std::string_view marker);
+
 class TextStream {
  public:
   explicit TextStream(std::vector<std::string> stops = {});

@@ -10,6 +10,7 @@
 #include "tessera/core/error.h"
 #include "tessera/grammar/grammar.h"
 #include "tessera/serving/serving.h"
+#include "text_stream.h"
 
 namespace tessera::serving {
 namespace {
@@ -51,14 +52,6 @@ std::string_view marker(ToolFormat f) {
       break;
   }
   return {};
-}
-
-// The length of the longest suffix of `text` that is a proper prefix of `m`.
-size_t partial_suffix(std::string_view text, std::string_view m) {
-  for (size_t n = std::min(text.size(), m.size() - 1); n > 0; --n) {
-    if (text.substr(text.size() - n) == m.substr(0, n)) return n;
-  }
-  return 0;
 }
 
 std::optional<ordered_json> parse_json(std::string_view text) {
@@ -563,7 +556,7 @@ std::string ToolCallParser::feed(std::string_view text) {
     const size_t at = m.empty() ? std::string::npos : held_.find(m);
     if (at == std::string::npos) {
       // Text that may begin the marker waits for the next piece.
-      const size_t keep = m.empty() ? 0 : partial_suffix(held_, m);
+      const size_t keep = m.empty() ? 0 : partial_marker(held_, m);
       out += held_.substr(0, held_.size() - keep);
       held_.erase(0, held_.size() - keep);
       return out;

@@ -53,6 +53,26 @@ json post(const ServerProcess& s, const std::string& path, const json& body, int
   return json::parse(r->body);
 }
 
+// A chat request streamed: its deltas' reasoning_content and content add up
+// to those of `message` (the same request's reply, not streamed).
+void expect_streamed_parts(const ServerProcess& s, json body, const json& message) {
+  body["stream"] = true;
+  auto res = s.client().Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(res);
+  std::string reasoning, content;
+  std::istringstream lines(res->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.starts_with("data: {")) continue;
+    const json chunk = json::parse(line.substr(6));
+    if (chunk["choices"].empty()) continue;
+    const json& d = chunk["choices"][0]["delta"];
+    reasoning += d.value("reasoning_content", "");
+    content += d.value("content", "");
+  }
+  EXPECT_EQ(reasoning, message["reasoning_content"]);
+  EXPECT_EQ(content, message["content"]);
+}
+
 // The data lines of an SSE stream, "[DONE]" included.
 std::vector<std::string> stream(const ServerProcess& s, const std::string& path, json body) {
   body["stream"] = true;
@@ -449,22 +469,7 @@ TEST_F(ServerTest, ThinkingGoesToReasoningContent) {
             "<think>" + m["reasoning_content"].get<std::string>() + "</think> " + m["content"].get<std::string>());
   EXPECT_FALSE(n["choices"][0]["message"].contains("reasoning_content"));
   // Streamed: the deltas add up to the same two texts.
-  json streamed = body;
-  streamed["stream"] = true;
-  auto res = server_->client().Post("/v1/chat/completions", streamed.dump(), "application/json");
-  ASSERT_TRUE(res);
-  std::string reasoning, content;
-  std::istringstream lines(res->body);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.starts_with("data: {")) continue;
-    const json chunk = json::parse(line.substr(6));
-    if (chunk["choices"].empty()) continue;
-    const json& d = chunk["choices"][0]["delta"];
-    reasoning += d.value("reasoning_content", "");
-    content += d.value("content", "");
-  }
-  EXPECT_EQ(reasoning, m["reasoning_content"]);
-  EXPECT_EQ(content, m["content"]);
+  expect_streamed_parts(*server_, body, m);
 }
 
 // response_format with a JSON schema (and json_object): the sampled text
@@ -671,22 +676,7 @@ TEST(ServerTools, HarmonyTemplateChannelsAndForcedCall) {
   EXPECT_EQ(n["choices"][0]["message"]["content"],
             "<|channel|>analysis<|message|>" + m["reasoning_content"].get<std::string>() + "<|end|>" +
                 m["content"].get<std::string>());
-  json streamed = body;
-  streamed["stream"] = true;
-  auto res = s.client().Post("/v1/chat/completions", streamed.dump(), "application/json");
-  ASSERT_TRUE(res);
-  std::string reasoning, content;
-  std::istringstream lines(res->body);
-  for (std::string line; std::getline(lines, line);) {
-    if (!line.starts_with("data: {")) continue;
-    const json chunk = json::parse(line.substr(6));
-    if (chunk["choices"].empty()) continue;
-    const json& d = chunk["choices"][0]["delta"];
-    reasoning += d.value("reasoning_content", "");
-    content += d.value("content", "");
-  }
-  EXPECT_EQ(reasoning, m["reasoning_content"]);
-  EXPECT_EQ(content, m["content"]);
+  expect_streamed_parts(s, body, m);
 
   const json call = {{"messages", {{{"role", "user"}, {"content", "Add 2 and 3."}}}},
                      {"tools", weather_tools()}, {"tool_choice", "required"},
