@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/kernels/panel_groups.h"
 #include "backends/cpu/kernels/repack.h"
 #include "kernel_test_util.h"
 #include "tessera/core/graph.h"
@@ -228,7 +229,7 @@ TEST(RepackBuffer, KQuantPanelsSplitScalesFromQuants) {
   // (d, dmin trailing): scale byte s
   // of row r's block b at panel + 32 sb b + 32 (s / 2) + 2 (r % 16) + s % 2, quant byte j (the
   // block's other bytes in order) at panel + 16 sb blocks + 16 qb b + 64 (j / 4) + 4 (r % 16) + j %
-  // 4 (repack.h).
+  // 4 (repack.h), its group j / 4 moved where panel_groups.h says (Q6_K, Q5_K, Q3_K).
   struct K {
     DType type;
     size_t block, scale_at, sb;
@@ -250,7 +251,8 @@ TEST(RepackBuffer, KQuantPanelsSplitScalesFromQuants) {
     }
     const size_t quant_at = k.scale_at == 0 ? k.sb : 0;
     for (size_t j = 0; j < qb; ++j) {
-      EXPECT_EQ(panel[16 * k.sb * blocks + 16 * qb * b + 64 * (j / 4) + 4 * 1 + j % 4],
+      EXPECT_EQ(panel[16 * k.sb * blocks + 16 * qb * b + 64 * groups::panel_group(k.type, j / 4) +
+                      4 * 1 + j % 4],
                 n.in[src + quant_at + j])
           << j;
     }
@@ -258,4 +260,33 @@ TEST(RepackBuffer, KQuantPanelsSplitScalesFromQuants) {
 }
 
 }  // namespace
+TEST(RepackBuffer, ReorderedPanelsFollowTheKernelsReadingOrder) {
+  // The GGUF groups (4 quant bytes each) in the order the Q6_K, Q5_K and Q3_K
+  // kernels read a block sit in the panel one after another (panel_groups.h).
+  std::vector<size_t> q6k = {48, 49, 50, 51};  // int8 scales
+  for (size_t hh = 0; hh < 2; ++hh) {
+    for (size_t t = 0; t < 8; ++t) {  // qh, then the two ql groups of step t
+      for (size_t j : {32 + 8 * hh + t, 16 * hh + t, 16 * hh + 8 + t}) q6k.push_back(j);
+    }
+  }
+  std::vector<size_t> q5k = {0, 1, 2};  // packed scales and mins
+  for (size_t t = 0; t < 8; ++t) {      // qh t beside the first qs groups
+    q5k.push_back(3 + t);
+    q5k.push_back(11 + t);
+  }
+  for (size_t j = 19; j < 43; ++j) q5k.push_back(j);
+  std::vector<size_t> q3k = {24, 25, 26};  // packed scales
+  for (size_t t = 0; t < 8; ++t) {         // hmask t beside qs (first half)
+    q3k.push_back(t);
+    q3k.push_back(8 + t);
+  }
+  for (size_t j = 16; j < 24; ++j) q3k.push_back(j);
+  for (const auto& [type, order] :
+       {std::pair{DType::kQ6_K, q6k}, std::pair{DType::kQ5_K, q5k}, std::pair{DType::kQ3_K, q3k}}) {
+    SCOPED_TRACE(dtype_name(type));
+    for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(groups::panel_group(type, order[i]), i) << i;
+  }
+  for (size_t j = 0; j < 35; ++j) EXPECT_EQ(groups::panel_group(DType::kQ4_K, j), j);
+}
+
 }  // namespace tessera::cpu

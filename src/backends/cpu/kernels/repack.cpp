@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/kernels/panel_groups.h"
 #include "cpu/ops/op.h"
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
@@ -14,6 +15,21 @@
 
 namespace tessera::cpu {
 namespace {
+
+// Each reordered format's panel_group is a permutation of its groups.
+template <int kGroups>
+constexpr bool is_permutation(DType type) {
+  bool seen[kGroups] = {};
+  for (int j = 0; j < kGroups; ++j) {
+    const size_t p = groups::panel_group(type, static_cast<size_t>(j));
+    if (p >= static_cast<size_t>(kGroups) || seen[p]) return false;
+    seen[p] = true;
+  }
+  return true;
+}
+static_assert(is_permutation<groups::kQ6KGroups>(DType::kQ6_K));
+static_assert(is_permutation<groups::kQ5KGroups>(DType::kQ5_K));
+static_assert(is_permutation<groups::kQ3KGroups>(DType::kQ3_K));
 
 // Where the quants start in the GGUF block (after a leading scale, or at 0).
 size_t quant_at(const PanelLayout& l) {
@@ -26,19 +42,25 @@ size_t scale_unit(const PanelLayout& l) {
   return l.scale_bytes == 1 ? 1 : 2;
 }
 
+// Where row r's block b's quants start in its panel (its row in panel group 0).
+size_t quants_offset(const PanelLayout& l, int64_t r, int64_t b) {
+  return static_cast<size_t>(r / kPanelRows) * l.panel_bytes +
+         static_cast<size_t>(l.blocks) * kPanelRows * l.scale_bytes +
+         static_cast<size_t>(b) * kPanelRows * l.quant_bytes +
+         static_cast<size_t>(r % kPanelRows) * l.group_bytes;
+}
+
 // Where original byte `pos` (0 .. block_bytes) of row r's block b lands in its panel.
 size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
-  const size_t base = static_cast<size_t>(r / kPanelRows) * l.panel_bytes;
-  const auto rr = static_cast<size_t>(r % kPanelRows);
-  const auto bb = static_cast<size_t>(b);
   if (pos >= l.scale_at && pos < l.scale_at + l.scale_bytes) {
+    const size_t base = static_cast<size_t>(r / kPanelRows) * l.panel_bytes;
+    const auto rr = static_cast<size_t>(r % kPanelRows);
     const size_t s = pos - l.scale_at, u = scale_unit(l);
-    return base + bb * kPanelRows * l.scale_bytes + (s / u) * u * kPanelRows + rr * u + s % u;
+    return base + static_cast<size_t>(b) * kPanelRows * l.scale_bytes + (s / u) * u * kPanelRows +
+           rr * u + s % u;
   }
-  const size_t j = pos - quant_at(l);
-  const size_t g = l.group_bytes;
-  return base + static_cast<size_t>(l.blocks) * kPanelRows * l.scale_bytes +
-         bb * kPanelRows * l.quant_bytes + (j / g) * kPanelRows * g + rr * g + j % g;
+  const size_t j = pos - quant_at(l), g = l.group_bytes;
+  return quants_offset(l, r, b) + groups::panel_group(l.type, j / g) * kPanelRows * g + j % g;
 }
 
 // Copies whole rows [r0, r0 + n) (rows counted across matrices) between the
@@ -62,9 +84,9 @@ void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0,
       for (size_t s = 0, u = scale_unit(l); s < l.scale_bytes; s += u) {
         copy(matrix + panel_offset(l, r, b, l.scale_at + s), block + l.scale_at + s, u);
       }
-      uint8_t* quants = matrix + panel_offset(l, r, b, qa);
+      uint8_t* quants = matrix + quants_offset(l, r, b);
       for (size_t g = 0; g < l.quant_bytes / gb; ++g) {
-        copy(quants + g * stride, block + qa + gb * g, gb);
+        copy(quants + groups::panel_group(l.type, g) * stride, block + qa + gb * g, gb);
       }
     }
   }
@@ -177,6 +199,7 @@ bool repacks(const Tensor& t) {
 PanelLayout panel_layout(const Tensor& t) {
   TESSERA_CHECK(repacks(t), "panel_layout of {}", t.describe());
   PanelLayout l;
+  l.type = t.type;
   l.rows = t.ne[1];
   l.blocks = t.ne[0] / (t.type == DType::kF16 ? kQK : dtype_info(t.type).block_size);
   l.panels = (l.rows + kPanelRows - 1) / kPanelRows;

@@ -22,7 +22,9 @@
 // 4l..4l+3 of 16 rows, still signed. For Q4_K groups 0-2 are the 12 bytes of
 // packed 6-bit scales and mins and groups 3 + l the qs bytes 4l..4l+3; Q5_K
 // the same but for qh between them: groups 3-10 qh, 11 + l qs 4l..4l+3; for
-// Q6_K groups 0-31 are ql, 32-47 qh, 48-51 the int8 sub-block scales; for
+// Q6_K groups 0-31 are ql, 32-47 qh, 48-51 the int8 sub-block scales (Q6_K,
+// Q5_K and Q3_K panels hold their groups in the order their kernels read them:
+// panel_groups.h); for
 // IQ4_XS group 0 is scales_l, 1 + 4j + t the qs bytes 16j + 4t..16j + 4t + 3
 // of sub-block j (elements 32j + 4t.. in the low nibbles, 32j + 16 + 4t.. high);
 // for Q3_K groups 0-7 are hmask, 8-23 qs, 24-26 the packed 6-bit scales; for
@@ -42,6 +44,7 @@
 #include <memory>
 #include <string>
 
+#include "tessera/core/dtype.h"
 #include "tessera/runtime/buffer.h"
 
 namespace tessera::cpu {
@@ -49,6 +52,7 @@ namespace tessera::cpu {
 inline constexpr int kPanelRows = 16;
 
 struct PanelLayout {
+  DType type = DType::kF32;
   int64_t rows = 0;         // ne[1]
   int64_t blocks = 0;       // blocks per row (32 elements; K-quants, IQ4_XS: 256)
   int64_t panels = 0;       // per matrix: ceil(rows / 16)

@@ -26,6 +26,7 @@
 
 #include "cpu/kernels/amx/amx.h"
 #include "cpu/kernels/avx512/avx512.h"
+#include "cpu/kernels/panel_groups.h"
 #include "cpu/kernels/repack.h"
 #include "cpu/kernels/x86/iq4.h"
 
@@ -111,7 +112,7 @@ struct KMinFolded {
   static constexpr bool kFolded = true;
   static constexpr int kSub = 4, kSubK = 64, kPairs = 4;  // kSub: 64-k chunks
   static constexpr size_t kScaleBytes = 4, kQuantBytes = kFifth ? 172 : 140;
-  static constexpr int kQs = kFifth ? 11 : 3;
+  static constexpr int qs_group(int p, int t) { return kFifth ? groups::q5k_qs(p, t) : 3 + 8 * p + t; }
   static constexpr bool kDmin = true;
   struct alignas(64) U {
     __m512i pairs[kPairs];
@@ -150,9 +151,9 @@ struct KMinFolded {
     };
     const __m512i m10 = _mm512_set1_epi32(0x10101010);
     for (int t = 0; t < 8; ++t) {
-      __m512i qh = kFifth ? load(q + 64 * (3 + t)) : _mm512_setzero_si512();
+      __m512i qh = kFifth ? load(q + 64 * groups::q5k_qh(t)) : _mm512_setzero_si512();
       for (int p = 0; p < 4; ++p) {  // sub-blocks 2p (chunk p, B rows t) and 2p + 1 (rows 8 + t)
-        const __m512i v = load(q + 64 * (kQs + 8 * p + t));
+        const __m512i v = load(q + 64 * qs_group(p, t));
         __m512i lo = _mm512_and_si512(v, m4);
         __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         if constexpr (kFifth) {
@@ -206,7 +207,7 @@ struct Q6KFolded {
       return _mm512_or_si512(_mm512_and_si512(e, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(e, 16));
     };
     for (int g = 0; g < 4; ++g) {
-      const __m512i v = load(q + 64 * (48 + g));
+      const __m512i v = load(q + 64 * groups::q6k_scales(g));
       for (int i = 0; i < 4; ++i) {  // sub-block 4 g + i: byte i of each lane, as int32
         const __m512i sc = _mm512_srai_epi32(_mm512_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * i)), 24);
         const __m512i w = _mm512_add_epi32(sc, _mm512_set1_epi32(171));  // [43, 298]
@@ -228,9 +229,9 @@ struct Q6KFolded {
     const __m512i k32 = _mm512_set1_epi32(0x20202020);
     for (int hh = 0; hh < 2; ++hh) {
       for (int t = 0; t < 8; ++t) {
-        const __m512i qh = load(q + 64 * (32 + 8 * hh + t));
-        const __m512i l0 = load(q + 64 * (16 * hh + t));
-        const __m512i l1 = load(q + 64 * (16 * hh + 8 + t));
+        const __m512i qh = load(q + 64 * groups::q6k_qh(hh, t));
+        const __m512i l0 = load(q + 64 * groups::q6k_ql(hh, 0, t));
+        const __m512i l1 = load(q + 64 * groups::q6k_ql(hh, 1, t));
         const __m512i w[4] = {
             _mm512_or_si512(_mm512_and_si512(l0, m4),
                             _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)),
@@ -256,8 +257,8 @@ struct Q6KFolded {
 
 // Q3_K and Q2_K: Q6_K's 16-element sub-blocks, B tiles of q' = the 2 low bits
 // | hbit << 2 (Q3_K, in [0, 7]; x = d (sc - 32) (q' - 4)) or of q (Q2_K;
-// x = d sc q - dmin m). Per half hh and step t, qs group t (Q2_K: 4 + ...,
-// Q3_K: 8 + 8 hh + t) holds crumb g of elements 128 hh + 32 g + 4 t ..:
+// x = d sc q - dmin m). Per half hh and step t, qs group t (Q2_K: 4 + 8 hh + t,
+// Q3_K: groups::q3k_qs(hh, t)) holds crumb g of elements 128 hh + 32 g + 4 t ..:
 // sub-block 8 hh + 2 g + t / 4, B row t % 4 (repack.h).
 template <bool kQ3>
 struct K16Low {
@@ -272,7 +273,9 @@ struct K16Low {
   static void unpack(const uint8_t*, const uint8_t* q, U& u) {
     const __m512i m3 = _mm512_set1_epi32(0x03030303), m4 = _mm512_set1_epi32(0x0F0F0F0F);
     if constexpr (kQ3) {  // scales as x86/kpanels.h's Q3KBytes, then - 32 as int8
-      const __m512i s0 = load(q + 64 * 24), s1 = load(q + 64 * 25), s2 = load(q + 64 * 26);
+      const __m512i s0 = load(q + 64 * groups::q3k_scales(0));
+      const __m512i s1 = load(q + 64 * groups::q3k_scales(1));
+      const __m512i s2 = load(q + 64 * groups::q3k_scales(2));
       const __m512i m30 = _mm512_set1_epi32(0x30303030), k32 = _mm512_set1_epi32(0x20202020);
       const __m512i scv[4] = {
           _mm512_or_si512(_mm512_and_si512(s0, m4),
@@ -303,13 +306,13 @@ struct K16Low {
     const __m512i m04 = _mm512_set1_epi32(0x04040404);
     for (int hh = 0; hh < 2; ++hh) {
       for (int t = 0; t < 8; ++t) {
-        const __m512i qs = load(q + 64 * ((kQ3 ? 8 : 4) + 8 * hh + t));
+        const __m512i qs = load(q + 64 * (kQ3 ? groups::q3k_qs(hh, t) : 4 + 8 * hh + t));
         __m512i w[4] = {_mm512_and_si512(qs, m3),
                         _mm512_and_si512(_mm512_srli_epi16(qs, 2), m3),
                         _mm512_and_si512(_mm512_srli_epi16(qs, 4), m3),
                         _mm512_and_si512(_mm512_srli_epi16(qs, 6), m3)};
         if constexpr (kQ3) {  // hmask bit 4 hh + g to bit 2
-          __m512i hm = load(q + 64 * t);
+          __m512i hm = load(q + 64 * groups::q3k_hmask(t));
           if (hh == 1) hm = _mm512_srli_epi16(hm, 4);
           w[0] = _mm512_or_si512(w[0], _mm512_and_si512(_mm512_slli_epi16(hm, 2), m04));
           w[1] = _mm512_or_si512(w[1], _mm512_and_si512(_mm512_slli_epi16(hm, 1), m04));

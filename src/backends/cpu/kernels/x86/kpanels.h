@@ -39,6 +39,7 @@
 #include <utility>
 
 #include "cpu/kernels/kernels.h"
+#include "cpu/kernels/panel_groups.h"
 #include "cpu/kernels/repack.h"
 #include "cpu/kernels/x86/fn_table.h"
 #include "cpu/kernels/x86/iq4.h"
@@ -128,13 +129,14 @@ template <class V, int kFrom, int kTo, int kN>
 }
 
 // Q4_K, and Q5_K (kFifth: the fifth bit of each q from qh, ORed in as bit 4
-// before the dot; its quants are scales[12], qh[32], qs[128], so qs starts
-// at group 11 instead of 3).
+// before the dot; its quants are scales[12], qh[32], qs[128], the qh groups
+// beside the first qs ones in its panels: panel_groups.h).
 template <class V, bool kFifth>
 struct KMinPanel {
   static constexpr size_t kScaleBytes = 4;                   // d, dmin
   static constexpr size_t kQuantBytes = kFifth ? 172 : 140;  // scales[12], (qh[32],) qs[128]
-  static constexpr int kQs = kFifth ? 11 : 3;                // group of qs bytes 0-3
+  // The panel group of qs bytes 4 (8 p + t) ..; qh bytes 4 t .. (Q5_K).
+  static constexpr int qs_group(int p, int t) { return kFifth ? groups::q5k_qs(p, t) : 3 + 8 * p + t; }
   // High nibbles dotted in place (16 q) only without a fifth bit (16 q of 5
   // bits would not fit a byte).
   static constexpr bool kX16 = V::kNibbleX16 && !kFifth;
@@ -163,12 +165,12 @@ struct KMinPanel {
       for (int c = 0; c < C; ++c) dlo[c] = dhi[c] = V::acc_zero();
 #pragma GCC unroll 8
       for (int t = t0; t < t0 + kChain; ++t) {
-        const I v = load_group<V, kPf, kAhead>(q, kQs + 8 * P + t, h);
+        const I v = load_group<V, kPf, kAhead>(q, qs_group(P, t), h);
         I lo = V::and_(v, m4);
         I hi = kX16 ? V::and_(v, V::set1(static_cast<int32_t>(0xF0F0F0F0)))
                     : move_bits<V, 4, 0, 4>(v);
         if constexpr (kFifth) {  // qh bytes 4t..4t+3: bits 2P, 2P + 1 to bit 4 (read once per block)
-          const I qh = load_group<V, kPf && P == 0, kAhead>(q, 3 + t, h);
+          const I qh = load_group<V, kPf && P == 0, kAhead>(q, groups::q5k_qh(t), h);
           lo = V::or_(lo, move_bits<V, 2 * P, 4, 1>(qh));
           hi = V::or_(hi, move_bits<V, 2 * P + 1, 4, 1>(qh));
         }
@@ -239,7 +241,7 @@ using Q5KPanel = KMinPanel<V, true>;
 // (4 g, 4 g + 2) and (4 g + 1, 4 g + 3): the scales (kOffsetShift: the weight
 // is q - 2^kOffsetShift) or the mins (kMins: x = d sc q - dmin m).
 template <class V>
-struct Q6KBytes {  // ql[128] (groups 0-31), qh[64] (32-47), int8 scales[16] (48-51)
+struct Q6KBytes {  // ql[128], qh[64], int8 scales[16], in panel_groups.h's order
   static constexpr size_t kScaleBytes = 2;    // d
   static constexpr size_t kQuantBytes = 208;
   static constexpr bool kSigned = true, kMins = false;
@@ -247,19 +249,20 @@ struct Q6KBytes {  // ql[128] (groups 0-31), qh[64] (32-47), int8 scales[16] (48
   static constexpr bool kNarrow = false;      // |D_s| <= 16 * 63 * 128 > 2^15
   static constexpr int kChain = V::kQ6Chain;  // groups of 4 per dot chain (exact in its type)
   // 3328 bytes a panel block: 4 KiB ahead read 0.68-0.78 of the read probe
-  // against 0.58-0.67 at 2 KiB (cpu_kernels_bench GEMV, 2 threads).
+  // against 0.58-0.67 at 2 KiB (cpu_kernels_bench GEMV, 2 threads; the GGUF
+  // group order). In the kernels' order 2, 4 and 6 KiB read the same.
   static constexpr size_t kAhead = 4096;
   using I = typename V::I;
   template <bool kPf>
   [[gnu::always_inline]] static void scales(const uint8_t* q, int h, I (&scv)[4]) {
-    for (int g = 0; g < 4; ++g) scv[g] = load_group<V, kPf, kAhead>(q, 48 + g, h);
+    for (int g = 0; g < 4; ++g) scv[g] = load_group<V, kPf, kAhead>(q, groups::q6k_scales(g), h);
   }
   template <bool kPf, int kHh>
   [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
     const I m4 = V::set1(0x0F0F0F0F);
-    const I qh = load_group<V, kPf, kAhead>(q, 32 + 8 * kHh + t, h);
-    const I l0 = load_group<V, kPf, kAhead>(q, 16 * kHh + t, h);
-    const I l1 = load_group<V, kPf, kAhead>(q, 16 * kHh + 8 + t, h);
+    const I qh = load_group<V, kPf, kAhead>(q, groups::q6k_qh(kHh, t), h);
+    const I l0 = load_group<V, kPf, kAhead>(q, groups::q6k_ql(kHh, 0, t), h);
+    const I l1 = load_group<V, kPf, kAhead>(q, groups::q6k_ql(kHh, 1, t), h);
     w[0] = V::or_(V::and_(l0, m4), move_bits<V, 0, 4, 2>(qh));
     w[1] = V::or_(V::and_(l1, m4), move_bits<V, 2, 4, 2>(qh));
     w[2] = V::or_(move_bits<V, 4, 0, 4>(l0), move_bits<V, 4, 4, 2>(qh));
@@ -273,7 +276,7 @@ struct Q6KBytes {  // ql[128] (groups 0-31), qh[64] (32-47), int8 scales[16] (48
   }
 };
 
-// Q3_K: hmask[32] (groups 0-7), qs[64] (8-23), scales[12] (24-26). The
+// Q3_K: hmask[32], qs[64], scales[12], in panel_groups.h's order. The
 // weight is q' = low 2 bits | hbit << 2 in [0, 7], x = d (sc - 32) (q' - 4).
 template <class V>
 struct Q3KBytes {
@@ -291,8 +294,9 @@ struct Q3KBytes {
     // Scale j: low 4 bits in nibble j / 8 of byte j % 8, high 2 bits in
     // crumb j / 4 of byte 8 + j % 4; so bytes i of s0 / s1 / s2 serve
     // sub-blocks i, 4 + i, 8 + i, 12 + i. Then - 32 as int8.
-    const I s0 = load_group<V, kPf>(q, 24, h), s1 = load_group<V, kPf>(q, 25, h);
-    const I s2 = load_group<V, kPf>(q, 26, h);
+    const I s0 = load_group<V, kPf>(q, groups::q3k_scales(0), h);
+    const I s1 = load_group<V, kPf>(q, groups::q3k_scales(1), h);
+    const I s2 = load_group<V, kPf>(q, groups::q3k_scales(2), h);
     const I m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030), k32 = V::set1(0x20202020);
     scv[0] = V::or_(V::and_(s0, m4), V::and_(V::template slli16<4>(s2), m30));
     scv[1] = V::or_(V::and_(s1, m4), V::and_(V::template slli16<2>(s2), m30));
@@ -303,9 +307,9 @@ struct Q3KBytes {
   }
   template <bool kPf, int kHh>
   [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
-    const I qs = load_group<V, kPf>(q, 8 + 8 * kHh + t, h);
+    const I qs = load_group<V, kPf>(q, groups::q3k_qs(kHh, t), h);
     // hmask bytes 4t..4t+3: bit 4 hh + g is the high bit of crumb g, moved to bit 2.
-    const I hm = load_group < V, kPf && kHh == 0 > (q, t, h);
+    const I hm = load_group < V, kPf && kHh == 0 > (q, groups::q3k_hmask(t), h);
     constexpr int kH = 4 * kHh;
     w[0] = V::or_(move_bits<V, 0, 0, 2>(qs), move_bits<V, kH, 2, 1>(hm));
     w[1] = V::or_(move_bits<V, 2, 0, 2>(qs), move_bits<V, kH + 1, 2, 1>(hm));

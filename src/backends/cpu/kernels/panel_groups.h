@@ -1,0 +1,66 @@
+// Where a K-quant block's 64-byte groups sit in a panel (repack.h), for the
+// formats whose kernels read one block from several places of the GGUF block
+// at once: Q6_K (ql, qh, scales), Q5_K (qh beside qs) and Q3_K (hmask beside
+// qs). Their panels keep the groups in the order the kernels read them, so a
+// GEMV streams each panel front to back: with the GGUF order (three regions of
+// a 3.3 KiB Q6_K block read in turn) a cache-cold Q6_K GEMV read 0.44 of the
+// read probe on one thread of a Zen 3, in this order 0.57 (cpu_kernels_bench,
+// 2026-12-07). Every other format keeps the GGUF order (identity).
+//
+// Group j of a block holds its quant bytes 4j .. 4j + 3 (after the scales the
+// panel keeps apart) of each of the 16 rows; the functions below name the
+// panel group of each GGUF group, and panel_group() maps one to the other.
+#pragma once
+
+#include <cstddef>
+
+#include "tessera/core/dtype.h"
+
+namespace tessera::cpu::groups {
+
+// Q6_K: GGUF groups ql 0-31 (ql bytes 4j..: group 16 hh + 8 i + t holds the
+// low nibbles of elements 128 hh + 32 (2 i) + 4 t .. and the high nibbles of
+// 128 hh + 32 (2 i + 1) + 4 t ..), qh 32-47 (32 + 8 hh + t), int8 scales 48-51.
+// Panel: the scales, then per half hh and step t: qh, ql (i = 0), ql (i = 1).
+constexpr int q6k_scales(int g) { return g; }
+constexpr int q6k_qh(int hh, int t) { return 4 + 24 * hh + 3 * t; }
+constexpr int q6k_ql(int hh, int i, int t) { return 5 + 24 * hh + 3 * t + i; }
+inline constexpr int kQ6KGroups = 52;
+
+// Q5_K: GGUF groups 0-2 the packed scales and mins, qh 3-10 (3 + t), qs 11-42
+// (11 + 8 p + t: sub-blocks 2p, 2p + 1). Panel: the scales, then qh t beside
+// qs (p = 0, t), then the other qs in order.
+constexpr int q5k_scales(int g) { return g; }
+constexpr int q5k_qh(int t) { return 3 + 2 * t; }
+constexpr int q5k_qs(int p, int t) { return p == 0 ? 4 + 2 * t : 11 + 8 * p + t; }
+inline constexpr int kQ5KGroups = 43;
+
+// Q3_K: GGUF groups hmask 0-7 (t), qs 8-23 (8 + 8 hh + t), packed scales 24-26.
+// Panel: the scales, then hmask t beside qs (hh = 0, t), then qs (hh = 1).
+constexpr int q3k_scales(int g) { return g; }
+constexpr int q3k_hmask(int t) { return 3 + 2 * t; }
+constexpr int q3k_qs(int hh, int t) { return hh == 0 ? 4 + 2 * t : 19 + t; }
+inline constexpr int kQ3KGroups = 27;
+
+// The panel group of GGUF group j of a `type` block (identity for the others).
+constexpr size_t panel_group(DType type, size_t j) {
+  const int g = static_cast<int>(j);
+  switch (type) {
+    case DType::kQ6_K:
+      if (g < 32) return static_cast<size_t>(q6k_ql(g / 16, (g / 8) % 2, g % 8));
+      if (g < 48) return static_cast<size_t>(q6k_qh((g - 32) / 8, (g - 32) % 8));
+      return static_cast<size_t>(q6k_scales(g - 48));
+    case DType::kQ5_K:
+      if (g < 3) return static_cast<size_t>(q5k_scales(g));
+      if (g < 11) return static_cast<size_t>(q5k_qh(g - 3));
+      return static_cast<size_t>(q5k_qs((g - 11) / 8, (g - 11) % 8));
+    case DType::kQ3_K:
+      if (g < 8) return static_cast<size_t>(q3k_hmask(g));
+      if (g < 24) return static_cast<size_t>(q3k_qs((g - 8) / 8, (g - 8) % 8));
+      return static_cast<size_t>(q3k_scales(g - 24));
+    default:
+      return j;
+  }
+}
+
+}  // namespace tessera::cpu::groups
