@@ -1,7 +1,9 @@
 // MUL_MAT_ID and ADD_ID through the CPU device: an expert id outside
 // [0, n) is an Error naming it and where it was, on every tier and whether
 // the weights have a kernel (Q4_0, repacked into panels) or not (F32 rows
-// read by the reference), with several threads splitting the work.
+// read by the reference), with several threads splitting the work. The op
+// profile (bench --profile) counts each node, and a MUL_MAT_ID's weight bytes
+// as the experts its ids picked, each once.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,6 +15,7 @@
 #include "kernel_test_util.h"
 #include "tessera/core/error.h"
 #include "tessera/core/graph.h"
+#include "tessera/backends/profile.h"
 #include "tessera/core/ops.h"
 
 namespace tessera::cpu {
@@ -109,6 +112,41 @@ TEST(MoeOpsBuild, ShapesAreChecked) {
   EXPECT_TRUE(refused(g.new_tensor(DType::kI32, {3, 3}, "ids")));  // 3 slots over 2 rows
   EXPECT_TRUE(refused(g.new_tensor(DType::kI64, {2, 3}, "ids")));
   EXPECT_FALSE(refused(g.new_tensor(DType::kI32, {4, 3}, "ids")));
+}
+
+TEST_P(MoeOpsTest, OpProfileCountsNodesAndThePickedExpertsBytes) {
+  device().set_isa(GetParam());
+  device().set_min_work_per_thread(0);
+  Graph g;
+  Tensor* w = g.new_tensor(DType::kQ4_0, {64, 32, 4}, "experts");
+  Tensor* x = g.new_tensor(DType::kF32, {64, 1, 3}, "x");
+  Tensor* ids = g.new_tensor(DType::kI32, {2, 3}, "ids");
+  Tensor* moe = ops::mul_mat_id(g, w, x, ids);
+  Tensor* sum = ops::add(g, moe, moe);
+  g.expand(sum);
+  place(g, {w, x, ids}, w, ids, {1, 2, 2, 1, 1, 2});  // experts 1 and 2 only
+  auto* set = reinterpret_cast<SetOpProfileFn>(backend_.proc_address(kOpProfileProc));
+  ASSERT_NE(set, nullptr);
+  OpProfile profile;
+  set(device(), &profile);
+  device().compute(g.nodes());
+  device().compute(g.nodes());
+  set(device(), nullptr);
+  device().compute(g.nodes());  // not counted
+  EXPECT_EQ(profile.graphs, 2);
+  ASSERT_EQ(profile.ops.size(), 2u);
+  const OpProfileRow& mm = profile.ops.at("MUL_MAT_ID q4_0");
+  EXPECT_EQ(mm.calls, 2);
+  EXPECT_EQ(mm.weight_bytes, 2.0 * 2.0 * static_cast<double>(w->nb[2]));
+  const OpProfileRow& add = profile.ops.at("ADD");
+  EXPECT_EQ(add.calls, 2);
+  EXPECT_EQ(add.weight_bytes, 0.0);
+  for (const OpProfileRow* r : {&mm, &add}) {
+    EXPECT_GT(r->seconds, 0.0);
+    EXPECT_LE(r->busy_mean_seconds, r->busy_max_seconds);
+    EXPECT_LE(r->busy_max_seconds, r->seconds);
+  }
+  EXPECT_GE(profile.compute_seconds, mm.seconds + add.seconds);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiers, MoeOpsTest, ::testing::ValuesIn(testing::tiers()), testing::tier_name);

@@ -10,6 +10,12 @@
 // (weight and cache bytes read per token), for pp the arithmetic peak of
 // the instructions the weights' type runs on (the tier's int8 dot for
 // quantized weights, FMA for float ones).
+//
+// --profile adds, after the table, where each test's time went: per op class
+// (matmuls by weight type) its calls, time, threads' busy share and weight
+// bytes per step, then what lies between the ops and between the graphs
+// (host work: batch setup, graph reuse or build, logits), beside the read
+// probe of the same run.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -27,6 +33,7 @@
 #include "commands.h"
 #include "common.h"
 #include "tessera/backends/ceilings.h"
+#include "tessera/backends/profile.h"
 #include "tessera/core/error.h"
 #include "tessera/engine/engine.h"
 #include "tessera/models/quantize.h"
@@ -46,6 +53,7 @@ struct BenchFlags {
   std::string output = "md";
   CacheTypeFlags cache_types;
   bool ceilings = true;
+  bool profile = false;
 };
 
 struct Test {
@@ -255,7 +263,16 @@ void decode_parallel(Context& ctx, std::mt19937& rng, int64_t pos, int64_t count
   }
 }
 
-void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t) {
+// Sets the CPU device's op-profile sink (nullptr: none), where it has one.
+void set_profile(const LoadedModel& lm, OpProfile* sink) {
+  Device& cpu = lm.runtime->device("CPU0");
+  if (auto* fn = reinterpret_cast<SetOpProfileFn>(cpu.backend().proc_address(kOpProfileProc))) {
+    fn(cpu, sink);
+  }
+}
+
+// The timed repetitions' ops into *profile when given.
+void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t, OpProfile* profile) {
   const int64_t n_ctx = int64_t{t.n_seq} * (t.n_depth + std::max(t.n_prompt, t.n_gen) + 1);
   Context ctx(*lm.model, {.n_ctx = n_ctx,
                           .n_batch = std::max<int64_t>(f.n_batch, t.n_prompt),
@@ -267,6 +284,7 @@ void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t) {
     for (int32_t s = 0; s < t.n_seq && t.n_depth > 0; ++s) {
       decode_random(ctx, rng, 0, t.n_depth, ctx.n_batch(), s);
     }
+    if (timed && profile != nullptr) set_profile(lm, profile);
     const auto t0 = std::chrono::steady_clock::now();
     if (t.n_prompt > 0) {
       decode_random(ctx, rng, t.n_depth, t.n_prompt, t.n_prompt);
@@ -276,6 +294,7 @@ void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t) {
       decode_random(ctx, rng, t.n_depth, timed ? t.n_gen : 1, 1);
     }
     const auto t1 = std::chrono::steady_clock::now();
+    if (timed && profile != nullptr) set_profile(lm, nullptr);
     if (timed) t.ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
   };
   once(false);  // warm-up: plans built, pages touched
@@ -288,6 +307,52 @@ void run_test(const LoadedModel& lm, const BenchFlags& f, Test& t) {
     once(true);
   }
   if (tty) fmt::print(stderr, "\r{:80}\r", "");
+}
+
+// A test's profile (--profile) per decode step: its op classes by time, then
+// the time between ops and between graphs, beside the read probe.
+std::string profile_text(const Test& t, const OpProfile& p, const std::optional<Ceilings>& c) {
+  const double steps = double(t.n_prompt > 0 ? 1 : t.n_gen) * double(t.ns.size());
+  double wall = 0;
+  for (double x : t.ns) wall += x * 1e-9;
+  if (steps <= 0 || wall <= 0) return {};
+  std::string out = fmt::format("\nprofile of {}, {} threads: {:.0f} steps, {:.2f} ms a step", t.name(),
+                                t.threads, steps, 1e3 * wall / steps);
+  if (c) out += fmt::format("; read probe {:.1f} GB/s ({})", c->read_gbs, c->tier);
+  out += "\n\n";
+  out += fmt::format("| {:<24} | {:>10} | {:>9} | {:>9} | {:>11} | {:>9} | {:>8} | {:>8} |\n", "op",
+                     "calls/step", "ms/step", "% of step", "busy (mean)", "MB/step", "GB/s", "of probe");
+  out += fmt::format("| {:-<24} | {:->9}: | {:->8}: | {:->8}: | {:->10}: | {:->8}: | {:->7}: | {:->7}: |\n",
+                     "", "", "", "", "", "", "", "");
+  std::vector<std::pair<std::string, OpProfileRow>> rows(p.ops.begin(), p.ops.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double op_seconds = 0, mm_seconds = 0, mm_bytes = 0;
+  const auto line = [&](std::string_view name, double calls, double seconds, double busy,
+                        double bytes) {
+    const double gbs = bytes > 0 && seconds > 0 ? bytes / seconds * 1e-9 : 0;
+    out += fmt::format("| {:<24} | {:>10} | {:>9.3f} | {:>8.1f}% | {:>11} | {:>9} | {:>8} | {:>8} |\n",
+                       name, calls > 0 ? fmt::format("{:.1f}", calls / steps) : "",
+                       1e3 * seconds / steps, 100 * seconds / wall,
+                       busy > 0 ? fmt::format("{:.0f}%", 100 * busy) : "",
+                       bytes > 0 ? fmt::format("{:.1f}", bytes / steps * 1e-6) : "",
+                       gbs > 0 ? fmt::format("{:.1f}", gbs) : "",
+                       gbs > 0 && c && c->read_gbs > 0 ? fmt::format("{:.0f}%", 100 * gbs / c->read_gbs) : "");
+  };
+  for (const auto& [name, r] : rows) {
+    op_seconds += r.seconds;
+    if (r.weight_bytes > 0) {
+      mm_seconds += r.seconds;
+      mm_bytes += r.weight_bytes;
+    }
+    line(name, double(r.calls), r.seconds, r.seconds > 0 ? r.busy_mean_seconds / r.seconds : 0,
+         r.weight_bytes);
+  }
+  line("(weight matmuls)", 0, mm_seconds, 0, mm_bytes);
+  line("(between ops)", 0, std::max(0.0, p.compute_seconds - op_seconds), 0, 0);
+  line("(host, between graphs)", double(p.graphs), std::max(0.0, wall - p.compute_seconds), 0, 0);
+  line("(step)", 0, wall, 0, mm_bytes);
+  return out;
 }
 
 std::string backends_of(const Model& model) {
@@ -329,6 +394,7 @@ int bench(const BenchFlags& f) {
     std::fflush(stdout);
   }
   nlohmann::json rows = nlohmann::json::array();
+  std::string profiles;  // --profile: printed after the table
   const Device& cpu = lm.runtime->device("CPU0");
   const DType type_k = cache_type("--cache-type-k", f.cache_types.k);
   const DType type_v = cache_type("--cache-type-v", f.cache_types.v);
@@ -336,7 +402,8 @@ int bench(const BenchFlags& f) {
     if (t.threads > 0) set_cpu_threads(*lm.runtime, t.threads);
     std::optional<Ceilings> before, after;
     if (f.ceilings) before = ceilings(*lm.runtime, *lm.model, t.threads);
-    run_test(lm, f, t);
+    OpProfile profile;
+    run_test(lm, f, t, f.profile ? &profile : nullptr);
     if (f.ceilings) after = ceilings(*lm.runtime, *lm.model, t.threads);
     std::optional<Ceilings> ceiling;
     Roof roof;
@@ -388,6 +455,20 @@ int bench(const BenchFlags& f) {
                     {"stddev_ts", t.stddev_ts()},
                     {"samples_ns", t.ns},
                     {"samples_ts", ts}});
+    if (f.profile) {
+      profiles += profile_text(t, profile, ceiling);
+      nlohmann::json ops = nlohmann::json::object();
+      for (const auto& [name, r] : profile.ops) {
+        ops[name] = {{"calls", r.calls},
+                     {"seconds", r.seconds},
+                     {"busy_max_seconds", r.busy_max_seconds},
+                     {"busy_mean_seconds", r.busy_mean_seconds},
+                     {"weight_bytes", r.weight_bytes}};
+      }
+      rows.back()["profile"] = {{"ops", ops},
+                                {"graphs", profile.graphs},
+                                {"compute_seconds", profile.compute_seconds}};
+    }
     if (ceiling && roof.ceiling > 0) {
       rows.back()["ceilings"] = {{"tier", ceiling->tier},
                                  {"threads", ceiling->threads},
@@ -404,6 +485,7 @@ int bench(const BenchFlags& f) {
     }
   }
   if (!markdown) fmt::print("{}\n", rows.dump(2));
+  if (markdown && !profiles.empty()) fmt::print("{}", profiles);
   return 0;
 }
 
@@ -452,6 +534,10 @@ Runner add_bench(CLI::App& app) {
                   "Measure the read bandwidth and arithmetic peaks before and after each test "
                   "and give each row's fraction of its ceiling (0: skip)")
       ->capture_default_str();
+  cmd->add_flag("--profile", f->profile,
+                "After the table, where each test's time went per step: op classes (matmuls by "
+                "weight type: time, threads' busy share, weight bytes and GB/s against the read "
+                "probe), the time between ops and between graphs (host work)");
   return [f]() { return bench(*f); };
 }
 

@@ -1,6 +1,9 @@
 #include "cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <unordered_set>
 #include <fstream>
 
 #include "cpu/ceilings.h"
@@ -149,8 +152,40 @@ static bool overlaps(const Tensor& t, const void* p, size_t n) {
   return a != nullptr && a < b + n && b < a + t.n_bytes();
 }
 
+using Clock = std::chrono::steady_clock;
+
+static double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A profiled node's row: its op, with the weight type for matmuls, and the
+// weight bytes it read (MUL_MAT_ID: each expert its ids picked, once).
+static OpProfileRow& profile_row(OpProfile& profile, const Tensor& node) {
+  std::string name(op_name(node.op));
+  const bool matmul = node.op == Op::kMulMat || node.op == Op::kMulMatId;
+  if (matmul) (name += ' ') += dtype_name(node.src[0]->type);
+  OpProfileRow& row = profile.ops[name];
+  if (node.op == Op::kMulMat) {
+    row.weight_bytes += static_cast<double>(node.src[0]->n_bytes());
+  } else if (node.op == Op::kMulMatId) {
+    const Tensor& ids = *node.src[2];
+    std::unordered_set<int32_t> picked;
+    for (int64_t t = 0; t < ids.ne[1]; ++t) {
+      for (int64_t s = 0; s < ids.ne[0]; ++s) {
+        int32_t e;
+        std::memcpy(&e, static_cast<const uint8_t*>(ids.data) + t * ids.nb[1] + s * ids.nb[0],
+                    sizeof e);
+        picked.insert(e);
+      }
+    }
+    row.weight_bytes += static_cast<double>(picked.size() * node.src[0]->nb[2]);
+  }
+  return row;
+}
+
 void CpuDevice::compute(std::span<Tensor* const> nodes) {
   std::lock_guard lock(compute_mutex_);
+  const Clock::time_point graph_start = profile_ != nullptr ? Clock::now() : Clock::time_point{};
   // The last converted input (ops/op.h, ConvertedInput) and the work block
   // holding it, kept for a later node that converts the same input the same
   // way; dropped when another conversion comes or a node writes over that
@@ -188,17 +223,28 @@ void CpuDevice::compute(std::span<Tensor* const> nodes) {
         block = scratch_.alloc(work);
       }
       std::atomic<int64_t> counter{0};
+      const Clock::time_point node_start = profile_ != nullptr ? Clock::now() : Clock::time_point{};
+      if (profile_ != nullptr) slot_seconds_.assign(static_cast<size_t>(nth), 0.0);
       try {
         for (int phase = reuse && phases > 1 ? 1 : 0; phase < phases; ++phase) {
           counter.store(0, std::memory_order_relaxed);
+          const auto job = [&](int ith, int n) {
+            impl->compute(*node, OpContext{ith, n, phase, static_cast<uint8_t*>(block.ptr), work,
+                                           kernels_, &counter, reuse});
+          };
           // One slot per thread the op is worth; a single slot runs on the
           // caller without waking the workers.
-          pool_.run(
-              [&](int ith, int n) {
-                impl->compute(*node, OpContext{ith, n, phase, static_cast<uint8_t*>(block.ptr),
-                                               work, kernels_, &counter, reuse});
-              },
-              nth);
+          if (profile_ == nullptr) {
+            pool_.run(job, nth);
+          } else {
+            pool_.run(
+                [&](int ith, int n) {
+                  const Clock::time_point t0 = Clock::now();
+                  job(ith, n);
+                  slot_seconds_[static_cast<size_t>(ith)] += seconds_since(t0);
+                },
+                nth);
+          }
         }
       } catch (...) {
         if (!reuse && work > 0) scratch_.free(block);
@@ -216,12 +262,25 @@ void CpuDevice::compute(std::span<Tensor* const> nodes) {
           overlaps(*node, kept_input.input->data, kept_input.input->n_bytes())) {
         drop_kept();
       }
+      if (profile_ != nullptr) {
+        OpProfileRow& row = profile_row(*profile_, *node);
+        row.calls += 1;
+        row.seconds += seconds_since(node_start);
+        double sum = 0;
+        for (double s : slot_seconds_) sum += s;
+        row.busy_max_seconds += *std::max_element(slot_seconds_.begin(), slot_seconds_.end());
+        row.busy_mean_seconds += sum / static_cast<double>(slot_seconds_.size());
+      }
     }
   } catch (...) {
     drop_kept();
     throw;
   }
   drop_kept();
+  if (profile_ != nullptr) {
+    profile_->graphs += 1;
+    profile_->compute_seconds += seconds_since(graph_start);
+  }
 }
 
 CpuBackend::CpuBackend(int n_threads) : device_(*this, n_threads) {}
@@ -237,6 +296,12 @@ void* CpuBackend::proc_address(std::string_view name) {
     static constexpr MeasureCeilingsFn fn = [](Device& d, int threads) {
       auto& cpu = dynamic_cast<CpuDevice&>(d);
       return measure_ceilings(cpu.isa(), threads > 0 ? threads : cpu.threads());
+    };
+    return reinterpret_cast<void*>(fn);
+  }
+  if (name == kOpProfileProc) {
+    static constexpr SetOpProfileFn fn = [](Device& d, OpProfile* sink) {
+      dynamic_cast<CpuDevice&>(d).set_profile(sink);
     };
     return reinterpret_cast<void*>(fn);
   }

@@ -6,11 +6,13 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "cpu/isa.h"
 #include "cpu/kernels/kernels.h"
 #include "cpu/kernels/repack.h"
 #include "cpu/thread_pool.h"
+#include "tessera/backends/profile.h"
 #include "tessera/runtime/device.h"
 #include "tessera/runtime/host_buffer.h"
 #include "tessera/runtime/host_memory.h"
@@ -69,6 +71,12 @@ class CpuDevice final : public Device {
 
   // Runs nodes in order on the thread pool; per-op scratch from the pool.
   void compute(std::span<Tensor* const> nodes);
+  // While set, compute adds every node's times to *sink (nullptr: stops);
+  // waits for a graph in progress.
+  void set_profile(OpProfile* sink) {
+    std::lock_guard lock(compute_mutex_);
+    profile_ = sink;
+  }
 
  private:
   int threads_for(const Tensor& node) const;
@@ -80,6 +88,8 @@ class CpuDevice final : public Device {
   host::HostBufferType buffer_type_;
   CpuWeightsBufferType weights_type_;
   ThreadPool pool_;
+  OpProfile* profile_ = nullptr;      // set_profile
+  std::vector<double> slot_seconds_;  // a profiled node's time in each slot
   host::HostVirtualMemory scratch_memory_;
   VirtualPool scratch_;
   std::mutex compute_mutex_;  // one graph at a time on the pool and scratch
