@@ -60,6 +60,11 @@ struct KVec256 {
   static I byte_s(I v, int j) {
     return _mm256_srai_epi32(_mm256_sll_epi32(v, _mm_cvtsi32_si128(24 - 8 * j)), 24);
   }
+  // Four activation bytes in every lane, and dot() with them given.
+  static I bcast(const int8_t* x4) {
+    return _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(x4)));
+  }
+  static Acc dot_b(Acc acc, I u8, I x) { return chain(_mm256_add_epi16(acc, _mm256_maddubs_epi16(u8, x))); }
   static Acc dot(Acc acc, I u8, const int8_t* x4) {
     const I x = _mm256_castps_si256(_mm256_broadcast_ss(reinterpret_cast<const float*>(x4)));
     return chain(_mm256_add_epi16(acc, _mm256_maddubs_epi16(u8, x)));

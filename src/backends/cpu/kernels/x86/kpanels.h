@@ -135,11 +135,15 @@ template <class V, bool kFifth>
 struct KMinPanel {
   static constexpr size_t kScaleBytes = 4;                   // d, dmin
   static constexpr size_t kQuantBytes = kFifth ? 172 : 140;  // scales[12], (qh[32],) qs[128]
+  static constexpr bool kConstHalves = true;  // GEMV: KPanelKernel::GemvGroup
   // The panel group of qs bytes 4 (8 p + t) ..; qh bytes 4 t .. (Q5_K).
   static constexpr int qs_group(int p, int t) { return kFifth ? groups::q5k_qs(p, t) : 3 + 8 * p + t; }
   // High nibbles dotted in place (16 q) only without a fifth bit (16 q of 5
   // bits would not fit a byte).
   static constexpr bool kX16 = V::kNibbleX16 && !kFifth;
+  // GEMV by block_both where a panel is two vectors (avx2; no kX16 there):
+  // Q4_K's cache-warm GEMV +3-10% on a Zen 3; Q5_K's (two qh more live) lost 1-4%.
+  static constexpr bool kBothHalves = V::kHalves == 2 && !kX16 && !kFifth;
   // Prefetch distance: Q5_K's larger blocks (2752 bytes a panel) read best
   // further ahead (cpu_kernels_bench GEMV, as Q6_K's below).
   static constexpr size_t kAhead = kFifth ? 4096 : kKPrefetchAhead;
@@ -225,6 +229,86 @@ struct KMinPanel {
       acc[c] = V::fnmadd(V::cvt(ms), V::mul(dmin, dx), acc[c]);
     }
   }
+  // GEMV on a tier of two-half panels (avx2, V::kHalves 2): both halves of
+  // block q at once, so each activation broadcast, and the mins' activation
+  // sums, serve 16 rows instead of 8 (V::bcast, V::dot_b). acc[h] += the dots
+  // of rows 8 h ..; the same integers as block()'s.
+  template <bool kPf>
+  [[gnu::always_inline]] static void block_both(const uint8_t* s, const uint8_t* q,
+                                                const block_q8_K* xb, F* acc) {
+    const I m6 = V::set1(0x3F3F3F3F), m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
+    I sc[2][2], mn[2][2];
+    for (int h = 0; h < 2; ++h) {
+      const I s0 = h == 0 ? load_group<V, kPf, kAhead>(q, 0, 0) : load_group<V, false>(q, 0, 1);
+      const I s1 = h == 0 ? load_group<V, kPf, kAhead>(q, 1, 0) : load_group<V, false>(q, 1, 1);
+      const I s2 = h == 0 ? load_group<V, kPf, kAhead>(q, 2, 0) : load_group<V, false>(q, 2, 1);
+      sc[h][0] = V::and_(s0, m6);
+      sc[h][1] = V::or_(V::and_(s2, m4), V::and_(V::template srli32<2>(s0), m30));
+      mn[h][0] = V::and_(s1, m6);
+      mn[h][1] = V::or_(V::and_(V::template srli32<4>(s2), m4),
+                        V::and_(V::template srli32<2>(s1), m30));
+    }
+    I isum[2] = {V::zero(), V::zero()};
+    [&]<int... P>(std::integer_sequence<int, P...>) {
+      (sub_pair_both<P, kPf>(q, xb, sc, isum), ...);
+    }(std::make_integer_sequence<int, 4>{});
+    const int16_t* bs = xb->bsums;
+    int32_t t[8];
+    for (int j = 0; j < 8; ++j) t[j] = bs[2 * j] + bs[2 * j + 1];
+    const int32_t pairs[4] = {pair16(t[0], t[2]), pair16(t[1], t[3]), pair16(t[4], t[6]),
+                              pair16(t[5], t[7])};
+    const I lo16 = V::set1(0x00FF00FF);
+    const F dx = V::set1f(xb->d);
+    const F dxs = kX16 ? V::set1f(xb->d * 0.0625f) : dx;
+    for (int h = 0; h < 2; ++h) {
+      const I m02 = V::and_(mn[h][0], lo16), m13 = V::and_(V::template srli32<8>(mn[h][0]), lo16);
+      const I m46 = V::and_(mn[h][1], lo16), m57 = V::and_(V::template srli32<8>(mn[h][1]), lo16);
+      I ms = V::dot16(V::zero(), m02, pairs[0]);
+      ms = V::dot16(ms, m13, pairs[1]);
+      ms = V::dot16(ms, m46, pairs[2]);
+      ms = V::dot16(ms, m57, pairs[3]);
+      const F d = V::load_f16(s + V::kHalfScaleBytes * h);
+      const F dmin = V::load_f16(s + 32 + V::kHalfScaleBytes * h);
+      acc[h] = V::fmadd(V::cvt(isum[h]), V::mul(d, dxs), acc[h]);
+      acc[h] = V::fnmadd(V::cvt(ms), V::mul(dmin, dx), acc[h]);
+    }
+  }
+
+  template <int P, bool kPf>
+  [[gnu::always_inline]] static void sub_pair_both(const uint8_t* q, const block_q8_K* xb,
+                                                   const I (&sc)[2][2], I (&isum)[2]) {
+    const I m4 = V::set1(0x0F0F0F0F);
+#pragma GCC unroll 2
+    for (int t0 = 0; t0 < 8; t0 += kChain) {
+      typename V::Acc dlo[2] = {V::acc_zero(), V::acc_zero()};
+      typename V::Acc dhi[2] = {V::acc_zero(), V::acc_zero()};
+#pragma GCC unroll 8
+      for (int t = t0; t < t0 + kChain; ++t) {
+        const I xlo = V::bcast(xb->qs + 64 * P + 4 * t);
+        const I xhi = V::bcast(xb->qs + 64 * P + 32 + 4 * t);
+        for (int h = 0; h < 2; ++h) {
+          const I v = h == 0 ? load_group<V, kPf, kAhead>(q, qs_group(P, t), 0)
+                             : load_group<V, false>(q, qs_group(P, t), 1);
+          I lo = V::and_(v, m4);
+          I hi = move_bits<V, 4, 0, 4>(v);
+          if constexpr (kFifth) {
+            const I qh = h == 0 ? load_group<V, kPf && P == 0, kAhead>(q, groups::q5k_qh(t), 0)
+                                : load_group<V, false>(q, groups::q5k_qh(t), 1);
+            lo = V::or_(lo, move_bits<V, 2 * P, 4, 1>(qh));
+            hi = V::or_(hi, move_bits<V, 2 * P + 1, 4, 1>(qh));
+          }
+          dlo[h] = V::dot_b(dlo[h], lo, xlo);
+          dhi[h] = V::dot_b(dhi[h], hi, xhi);
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const auto slo = V::scale(V::byte_u(sc[h][P / 2], 2 * (P % 2)));
+        const auto shi = V::template scale_byte<false>(sc[h][P / 2], 2 * (P % 2) + 1);
+        isum[h] = chain(V::add32(isum[h], V::add32(V::end(dlo[h], slo), V::end(dhi[h], shi))));
+      }
+    }
+  }
+
 };
 
 template <class V>
@@ -362,6 +446,8 @@ struct Q2KBytes {
 template <class V, class W>
 struct K16Panel {
   static constexpr size_t kScaleBytes = W::kScaleBytes;
+  static constexpr bool kConstHalves = true;
+  static constexpr bool kBothHalves = false;
   static constexpr size_t kQuantBytes = W::kQuantBytes;
   using I = typename V::I;
   using F = typename V::F;
@@ -455,6 +541,9 @@ using Q2KPanel = K16Panel<V, Q2KBytes<V>>;
 template <class V>
 struct IQ4XSPanel {
   static constexpr size_t kScaleBytes = 4;    // d, scales_h (not an f16: moved as one)
+  // (Unrolled halves cost it 18-22% in cpu_kernels_bench GEMV on a Zen 3.)
+  static constexpr bool kConstHalves = false;
+  static constexpr bool kBothHalves = false;
   static constexpr size_t kQuantBytes = 132;  // scales_l[4], qs[128]
   using I = typename V::I;
   using F = typename V::F;
@@ -553,10 +642,27 @@ struct KPanelKernel {
           const uint8_t* q = qs[i] + kBlockQuants * static_cast<size_t>(b);
           // The scales two blocks ahead (the quants' prefetch is about one block ahead).
           _mm_prefetch(reinterpret_cast<const char*>(s + 2 * kBlockScales), _MM_HINT_T0);
-          for (int h = 0; h < V::kHalves; ++h) {
-            const block_q8_K* xb[1] = {x + b};
-            __asm__("" : "+r"(xb[0]));
-            Fmt::template block<1, true>(s, q, h, xb, &acc[i][h]);
+          if constexpr (Fmt::kBothHalves && V::kHalves == 2) {
+            const block_q8_K* xb = x + b;
+            __asm__("" : "+r"(xb));
+            Fmt::template block_both<true>(s, q, xb, acc[i]);
+          } else if constexpr (Fmt::kConstHalves) {
+            // The halves one after the other, each with its h a constant: as
+            // a loop GCC kept h in a register and tested it at every group's
+            // prefetch (load_group).
+            [&]<int... H>(std::integer_sequence<int, H...>) {
+              ([&] {
+                const block_q8_K* xb[1] = {x + b};
+                __asm__("" : "+r"(xb[0]));
+                Fmt::template block<1, true>(s, q, H, xb, &acc[i][H]);
+              }(), ...);
+            }(std::make_integer_sequence<int, V::kHalves>{});
+          } else {
+            for (int h = 0; h < V::kHalves; ++h) {
+              const block_q8_K* xb[1] = {x + b};
+              __asm__("" : "+r"(xb[0]));
+              Fmt::template block<1, true>(s, q, h, xb, &acc[i][h]);
+            }
           }
         }
       }
