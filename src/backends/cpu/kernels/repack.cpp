@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/kernels/panel_groups.h"
@@ -64,29 +68,43 @@ size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
 }
 
 // Copies whole rows [r0, r0 + n) (rows counted across matrices) between the
-// original layout `flat` and the panels; kToPanels picks the direction.
-template <bool kToPanels>
+// original layout `flat` and the panels; kToPanels picks the direction. kG is
+// the layout's group bytes (4, or F16's 2): each group one fixed-size move
+// (a memcpy of a run-time size was a library call per 4 bytes, most of a
+// model's load), to an offset within the block computed once.
+template <bool kToPanels, size_t kG>
 void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0, int64_t n) {
-  const size_t gb = l.group_bytes, stride = kPanelRows * gb, qa = quant_at(l);
-  const auto copy = [](uint8_t* panel, uint8_t* row, size_t bytes) {
+  const auto copy = [](uint8_t* panel, uint8_t* row, auto bytes) {
     if constexpr (kToPanels) {
       std::memcpy(panel, row, bytes);
     } else {
       std::memcpy(row, panel, bytes);
     }
   };
+  constexpr size_t kMaxGroups = 64;  // Q6_K: 52, F16: 32
+  const size_t n_groups = l.quant_bytes / kG, qa = quant_at(l), u = scale_unit(l);
+  TESSERA_CHECK(l.group_bytes == kG && n_groups <= kMaxGroups, "copy_rows: {} groups of {} bytes",
+                n_groups, l.group_bytes);
+  size_t group_at[kMaxGroups];  // group g's offset from the block's quants (row 0)
+  for (size_t g = 0; g < n_groups; ++g) group_at[g] = groups::panel_group(l.type, g) * kPanelRows * kG;
   for (int64_t row = r0; row < r0 + n; ++row) {
     uint8_t* matrix = panels + static_cast<size_t>(row / l.rows) * l.matrix_bytes;
     const int64_t r = row % l.rows;
     uint8_t* src_row = flat + static_cast<size_t>(row - r0) * l.row_bytes();
     for (int64_t b = 0; b < l.blocks; ++b) {
       uint8_t* block = src_row + static_cast<size_t>(b) * l.block_bytes;
-      for (size_t s = 0, u = scale_unit(l); s < l.scale_bytes; s += u) {
-        copy(matrix + panel_offset(l, r, b, l.scale_at + s), block + l.scale_at + s, u);
+      // Scale unit i (u bytes) of row r at unit i's 16-row group of the block's scales.
+      uint8_t* scales = matrix + panel_offset(l, r, b, l.scale_at);
+      for (size_t s = 0; s < l.scale_bytes; s += u) {
+        if (u == 2) {
+          copy(scales + s * kPanelRows, block + l.scale_at + s, std::integral_constant<size_t, 2>{});
+        } else {
+          copy(scales + s * kPanelRows, block + l.scale_at + s, std::integral_constant<size_t, 1>{});
+        }
       }
       uint8_t* quants = matrix + quants_offset(l, r, b);
-      for (size_t g = 0; g < l.quant_bytes / gb; ++g) {
-        copy(quants + groups::panel_group(l.type, g) * stride, block + qa + gb * g, gb);
+      for (size_t g = 0; g < n_groups; ++g) {
+        copy(quants + group_at[g], block + qa + kG * g, std::integral_constant<size_t, kG>{});
       }
     }
   }
@@ -115,8 +133,49 @@ void transfer(const PanelLayout& l, uint8_t* panels, uint8_t* flat, size_t offse
   for (; pos < head_end; ++pos) one_byte(pos, flat + (pos - offset));
   const size_t whole = (end - pos) / row_bytes;
   if (whole > 0) {
-    copy_rows<kToPanels>(l, panels, flat + (pos - offset), static_cast<int64_t>(pos / row_bytes),
-                         static_cast<int64_t>(whole));
+    const auto first = static_cast<int64_t>(pos / row_bytes);
+    const auto rows = [&](int64_t r0, int64_t n) {  // rows first + r0 .. of the range
+      uint8_t* src = flat + (pos - offset) + static_cast<size_t>(r0) * row_bytes;
+      if (l.group_bytes == 4) {
+        copy_rows<kToPanels, 4>(l, panels, src, first + r0, n);
+      } else {
+        copy_rows<kToPanels, 2>(l, panels, src, first + r0, n);
+      }
+    };
+    // A large range (a model's weights) on several threads, in runs of whole
+    // panels: the copies, and the first touches of fresh pages (the kernel
+    // zeroes each), were a model load's time, on one core.
+    constexpr size_t kPerThread = size_t{32} << 20;
+    const size_t by_size = whole * row_bytes / kPerThread;
+    const auto threads = static_cast<int64_t>(
+        std::clamp<size_t>(by_size, 1, std::max(1u, std::thread::hardware_concurrency())));
+    const auto count = static_cast<int64_t>(whole);
+    if (threads == 1) {
+      rows(0, count);
+    } else {
+      const int64_t per = (count / threads + kPanelRows - 1) / kPanelRows * kPanelRows;
+      std::vector<std::thread> helpers;
+      std::exception_ptr failed;
+      std::mutex failed_mutex;
+      for (int64_t r0 = per; r0 < count; r0 += per) {
+        helpers.emplace_back([&, r0] {
+          try {
+            rows(r0, std::min(per, count - r0));
+          } catch (...) {
+            std::lock_guard lock(failed_mutex);
+            failed = std::current_exception();
+          }
+        });
+      }
+      try {
+        rows(0, std::min(per, count));
+      } catch (...) {
+        std::lock_guard lock(failed_mutex);
+        failed = std::current_exception();
+      }
+      for (std::thread& t : helpers) t.join();
+      if (failed) std::rethrow_exception(failed);
+    }
     pos += whole * row_bytes;
   }
   for (; pos < end; ++pos) one_byte(pos, flat + (pos - offset));
