@@ -1,7 +1,7 @@
 // CPU MUL_MAT micro-benchmarks with roofline probes in the same run
 // (docs/cpu-kernels.md, "Ceilings and probes"): memory read bandwidth, FMA peak and the int8 dot
 // peak of the tier's own instructions (backends/cpu/ceilings.h) on 1 and 2 threads, then MUL_MAT on
-// the CPU device (2 threads) at batch 1 (GEMV) and 512 (GEMM) for F16, Q8_0, Q4_0, IQ4_NL, Q2_K,
+// the CPU device (2 threads) at batch 1 (GEMV) and 512 (GEMM) for F16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K,
 // Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights in the device's weights buffer (repacked into panels),
 // anonymous memory as models hold them. GEMV rotates through enough weight copies (>= 256 MiB) that
 // every call streams from DRAM, not L3. A summary at the end gives GEMV as a fraction of the
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
     return list.find(key) != std::string::npos;
   };
   for (int64_t n : {int64_t{1}, gemm_n}) {
-    for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kIQ4_NL, DType::kQ2_K,
+    for (DType type : {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kIQ4_NL, DType::kMXFP4, DType::kQ2_K,
                        DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
       if (!wanted(type)) continue;
       // GEMV also at TinyLlama's other decode shapes (down, q / o, k / v): the smaller a
