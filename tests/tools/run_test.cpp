@@ -300,6 +300,34 @@ TEST(BenchTest, JsonHasLlamaBenchFields) {
   EXPECT_NE(bad.err.find("csv"), std::string::npos) << bad.err;
 }
 
+TEST(BenchTest, ProfileGivesEachTestsOpsPerStep) {
+  // tg: 2 repetitions of 4 one-token graphs, every one timed op by op on the
+  // CPU; the weight matmuls read the model's matrices once a step.
+  const CommandResult r = run_command(
+      tessera("bench " + model() + " -p 0 -n 4 -r 2 -t 1 --ceilings 0 --profile -o json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out);
+  ASSERT_EQ(rows.size(), 1u);
+  const auto& profile = rows[0]["profile"];
+  EXPECT_EQ(profile["graphs"], 8) << profile.dump();
+  EXPECT_GT(profile["compute_seconds"].get<double>(), 0.0);
+  ASSERT_TRUE(profile["ops"].contains("MUL_MAT f32")) << profile.dump();
+  const auto& mm = profile["ops"]["MUL_MAT f32"];
+  EXPECT_EQ(mm["calls"].get<int64_t>() % 8, 0) << mm.dump();
+  EXPECT_GT(mm["weight_bytes"].get<double>(), 0.0);
+  EXPECT_LE(mm["busy_max_seconds"].get<double>(), mm["seconds"].get<double>());
+  ASSERT_TRUE(profile["ops"].contains("RMS_NORM")) << profile.dump();
+  // Markdown: the table, then the profile under it.
+  const CommandResult md =
+      run_command(tessera("bench " + model() + " -p 0 -n 2 -r 1 -t 1 --ceilings 0 --profile"));
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  const size_t table = md.out.find("tg2 |");
+  const size_t text = md.out.find("profile of tg2, 1 threads: 2 steps");
+  ASSERT_NE(text, std::string::npos) << md.out;
+  EXPECT_LT(table, text) << md.out;
+  EXPECT_NE(md.out.find("| (step) "), std::string::npos) << md.out;
+}
+
 TEST(PerplexityTest, TooShortATextIsAnError) {
   const CommandResult r =
       run_command(tessera("perplexity " + model() + " -f " + story() + " -c 2048"));

@@ -328,8 +328,11 @@ std::string profile_text(const Test& t, const OpProfile& p, const std::optional<
   std::sort(rows.begin(), rows.end(),
             [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
   double op_seconds = 0, mm_seconds = 0, mm_bytes = 0;
+  // A prompt's matmuls are arithmetic: their bytes and GB/s say nothing there.
+  const bool reads = t.n_prompt == 0;
   const auto line = [&](std::string_view name, double calls, double seconds, double busy,
                         double bytes) {
+    if (!reads) bytes = 0;
     const double gbs = bytes > 0 && seconds > 0 ? bytes / seconds * 1e-9 : 0;
     out += fmt::format("| {:<24} | {:>10} | {:>9.3f} | {:>8.1f}% | {:>11} | {:>9} | {:>8} | {:>8} |\n",
                        name, calls > 0 ? fmt::format("{:.1f}", calls / steps) : "",
@@ -350,6 +353,7 @@ std::string profile_text(const Test& t, const OpProfile& p, const std::optional<
   }
   line("(weight matmuls)", 0, mm_seconds, 0, mm_bytes);
   line("(between ops)", 0, std::max(0.0, p.compute_seconds - op_seconds), 0, 0);
+  // (With a BLAS or GPU device in the graph, its ops' time counts here.)
   line("(host, between graphs)", double(p.graphs), std::max(0.0, wall - p.compute_seconds), 0, 0);
   line("(step)", 0, wall, 0, mm_bytes);
   return out;
