@@ -141,8 +141,9 @@ struct KMinPanel {
   // High nibbles dotted in place (16 q) only without a fifth bit (16 q of 5
   // bits would not fit a byte).
   static constexpr bool kX16 = V::kNibbleX16 && !kFifth;
-  // GEMV by block_both where a panel is two vectors (avx2; no kX16 there):
-  // Q4_K's cache-warm GEMV +3-10% on a Zen 3; Q5_K's (two qh more live) lost 1-4%.
+  // Q4_K's GEMV by block_both where a panel is two vectors (avx2; no kX16
+  // there): cache-warm +3-10% on a Zen 3; a Q5_K variant (two qh more live)
+  // lost 1-4%.
   static constexpr bool kBothHalves = V::kHalves == 2 && !kX16 && !kFifth;
   // Prefetch distance: Q5_K's larger blocks (2752 bytes a panel) read best
   // further ahead (cpu_kernels_bench GEMV, as Q6_K's below).
@@ -229,13 +230,14 @@ struct KMinPanel {
       acc[c] = V::fnmadd(V::cvt(ms), V::mul(dmin, dx), acc[c]);
     }
   }
-  // GEMV on a tier of two-half panels (avx2, V::kHalves 2): both halves of
-  // block q at once, so each activation broadcast, and the mins' activation
+  // Q4_K GEMV on a tier of two-half panels (avx2, V::kHalves 2): both halves
+  // of block q at once, so each activation broadcast, and the mins' activation
   // sums, serve 16 rows instead of 8 (V::bcast, V::dot_b). acc[h] += the dots
   // of rows 8 h ..; the same integers as block()'s.
   template <bool kPf>
   [[gnu::always_inline]] static void block_both(const uint8_t* s, const uint8_t* q,
                                                 const block_q8_K* xb, F* acc) {
+    static_assert(kBothHalves);
     const I m6 = V::set1(0x3F3F3F3F), m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
     I sc[2][2], mn[2][2];
     for (int h = 0; h < 2; ++h) {
@@ -259,7 +261,6 @@ struct KMinPanel {
                               pair16(t[5], t[7])};
     const I lo16 = V::set1(0x00FF00FF);
     const F dx = V::set1f(xb->d);
-    const F dxs = kX16 ? V::set1f(xb->d * 0.0625f) : dx;
     for (int h = 0; h < 2; ++h) {
       const I m02 = V::and_(mn[h][0], lo16), m13 = V::and_(V::template srli32<8>(mn[h][0]), lo16);
       const I m46 = V::and_(mn[h][1], lo16), m57 = V::and_(V::template srli32<8>(mn[h][1]), lo16);
@@ -269,7 +270,7 @@ struct KMinPanel {
       ms = V::dot16(ms, m57, pairs[3]);
       const F d = V::load_f16(s + V::kHalfScaleBytes * h);
       const F dmin = V::load_f16(s + 32 + V::kHalfScaleBytes * h);
-      acc[h] = V::fmadd(V::cvt(isum[h]), V::mul(d, dxs), acc[h]);
+      acc[h] = V::fmadd(V::cvt(isum[h]), V::mul(d, dx), acc[h]);
       acc[h] = V::fnmadd(V::cvt(ms), V::mul(dmin, dx), acc[h]);
     }
   }
@@ -289,16 +290,8 @@ struct KMinPanel {
         for (int h = 0; h < 2; ++h) {
           const I v = h == 0 ? load_group<V, kPf, kAhead>(q, qs_group(P, t), 0)
                              : load_group<V, false>(q, qs_group(P, t), 1);
-          I lo = V::and_(v, m4);
-          I hi = move_bits<V, 4, 0, 4>(v);
-          if constexpr (kFifth) {
-            const I qh = h == 0 ? load_group<V, kPf && P == 0, kAhead>(q, groups::q5k_qh(t), 0)
-                                : load_group<V, false>(q, groups::q5k_qh(t), 1);
-            lo = V::or_(lo, move_bits<V, 2 * P, 4, 1>(qh));
-            hi = V::or_(hi, move_bits<V, 2 * P + 1, 4, 1>(qh));
-          }
-          dlo[h] = V::dot_b(dlo[h], lo, xlo);
-          dhi[h] = V::dot_b(dhi[h], hi, xhi);
+          dlo[h] = V::dot_b(dlo[h], V::and_(v, m4), xlo);
+          dhi[h] = V::dot_b(dhi[h], move_bits<V, 4, 0, 4>(v), xhi);
         }
       }
       for (int h = 0; h < 2; ++h) {
@@ -308,7 +301,6 @@ struct KMinPanel {
       }
     }
   }
-
 };
 
 template <class V>
