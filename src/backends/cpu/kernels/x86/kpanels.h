@@ -190,40 +190,59 @@ struct KMinPanel {
     }
   }
 
+  // The packed 6-bit scales and mins of half h (groups 0-2): bytes j of
+  // each lane: sc[0] scales 0-3, sc[1] scales 4-7 (and mn the mins).
+  template <bool kPf>
+  [[gnu::always_inline]] static void scales_mins(const uint8_t* q, int h, I (&sc)[2], I (&mn)[2]) {
+    const I s0 = load_group<V, kPf, kAhead>(q, 0, h), s1 = load_group<V, kPf, kAhead>(q, 1, h);
+    const I s2 = load_group<V, kPf, kAhead>(q, 2, h);
+    const I m6 = V::set1(0x3F3F3F3F), m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
+    sc[0] = V::and_(s0, m6);
+    sc[1] = V::or_(V::and_(s2, m4), V::and_(V::template srli32<2>(s0), m30));
+    mn[0] = V::and_(s1, m6);
+    mn[1] = V::or_(V::and_(V::template srli32<4>(s2), m4), V::and_(V::template srli32<2>(s1), m30));
+  }
+
+  // A column's activation sums per 32-element sub-block as the int16 pairs
+  // the mins meet: (0, 2), (1, 3), (4, 6), (5, 7).
+  [[gnu::always_inline]] static void min_pairs(const block_q8_K* x, int32_t (&pairs)[4]) {
+    const int16_t* bs = x->bsums;
+    int32_t t[8];
+    for (int j = 0; j < 8; ++j) t[j] = bs[2 * j] + bs[2 * j + 1];
+    pairs[0] = pair16(t[0], t[2]);
+    pairs[1] = pair16(t[1], t[3]);
+    pairs[2] = pair16(t[4], t[6]);
+    pairs[3] = pair16(t[5], t[7]);
+  }
+
+  // sum_j m_j B_j per lane: the mins as int16 pairs times min_pairs'.
+  [[gnu::always_inline]] static I mins_dot(const I (&mn)[2], const int32_t (&pairs)[4]) {
+    const I lo16 = V::set1(0x00FF00FF);
+    I ms = V::dot16(V::zero(), V::and_(mn[0], lo16), pairs[0]);
+    ms = V::dot16(ms, V::and_(V::template srli32<8>(mn[0]), lo16), pairs[1]);
+    ms = V::dot16(ms, V::and_(mn[1], lo16), pairs[2]);
+    return V::dot16(ms, V::and_(V::template srli32<8>(mn[1]), lo16), pairs[3]);
+  }
+
   // Block `q` (its quants; `s` its f16 scales), rows kRows h .. of the
   // panel, against columns xb[0 .. C): acc[c] += the rows' dots.
   template <int C, bool kPf = false>
   [[gnu::always_inline]] static void block(const uint8_t* s, const uint8_t* q, int h,
                                            const block_q8_K* const* xb, F* acc) {
-    const I s0 = load_group<V, kPf, kAhead>(q, 0, h), s1 = load_group<V, kPf, kAhead>(q, 1, h);
-    const I s2 = load_group<V, kPf, kAhead>(q, 2, h);
-    const I m6 = V::set1(0x3F3F3F3F), m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
-    // Bytes j of each lane: sc[0] scales 0-3, sc[1] scales 4-7 (and mn the mins).
-    const I sc[2] = {V::and_(s0, m6),
-                     V::or_(V::and_(s2, m4), V::and_(V::template srli32<2>(s0), m30))};
-    const I mn[2] = {
-        V::and_(s1, m6),
-        V::or_(V::and_(V::template srli32<4>(s2), m4), V::and_(V::template srli32<2>(s1), m30))};
+    I sc[2], mn[2];
+    scales_mins<kPf>(q, h, sc, mn);
     I isum[C];
     for (int c = 0; c < C; ++c) isum[c] = V::zero();
     sub_pair<0, C, kPf>(q, h, xb, sc, isum);
     sub_pair<1, C, kPf>(q, h, xb, sc, isum);
     sub_pair<2, C, kPf>(q, h, xb, sc, isum);
     sub_pair<3, C, kPf>(q, h, xb, sc, isum);
-    // Mins as int16 pairs (m0, m2), (m1, m3), (m4, m6), (m5, m7).
-    const I lo16 = V::set1(0x00FF00FF);
-    const I m02 = V::and_(mn[0], lo16), m13 = V::and_(V::template srli32<8>(mn[0]), lo16);
-    const I m46 = V::and_(mn[1], lo16), m57 = V::and_(V::template srli32<8>(mn[1]), lo16);
     const F d = V::load_f16(s + V::kHalfScaleBytes * h);
     const F dmin = V::load_f16(s + 32 + V::kHalfScaleBytes * h);
     for (int c = 0; c < C; ++c) {
-      const int16_t* bs = xb[c]->bsums;
-      int32_t t[8];
-      for (int j = 0; j < 8; ++j) t[j] = bs[2 * j] + bs[2 * j + 1];
-      I ms = V::dot16(V::zero(), m02, pair16(t[0], t[2]));
-      ms = V::dot16(ms, m13, pair16(t[1], t[3]));
-      ms = V::dot16(ms, m46, pair16(t[4], t[6]));
-      ms = V::dot16(ms, m57, pair16(t[5], t[7]));
+      int32_t pairs[4];
+      min_pairs(xb[c], pairs);
+      const I ms = mins_dot(mn, pairs);
       const F dx = V::set1f(xb[c]->d);
       const F dxs = kX16 ? V::set1f(xb[c]->d * 0.0625f) : dx;
       acc[c] = V::fmadd(V::cvt(isum[c]), V::mul(d, dxs), acc[c]);
@@ -238,36 +257,18 @@ struct KMinPanel {
   [[gnu::always_inline]] static void block_both(const uint8_t* s, const uint8_t* q,
                                                 const block_q8_K* xb, F* acc) {
     static_assert(kBothHalves);
-    const I m6 = V::set1(0x3F3F3F3F), m4 = V::set1(0x0F0F0F0F), m30 = V::set1(0x30303030);
     I sc[2][2], mn[2][2];
-    for (int h = 0; h < 2; ++h) {
-      const I s0 = h == 0 ? load_group<V, kPf, kAhead>(q, 0, 0) : load_group<V, false>(q, 0, 1);
-      const I s1 = h == 0 ? load_group<V, kPf, kAhead>(q, 1, 0) : load_group<V, false>(q, 1, 1);
-      const I s2 = h == 0 ? load_group<V, kPf, kAhead>(q, 2, 0) : load_group<V, false>(q, 2, 1);
-      sc[h][0] = V::and_(s0, m6);
-      sc[h][1] = V::or_(V::and_(s2, m4), V::and_(V::template srli32<2>(s0), m30));
-      mn[h][0] = V::and_(s1, m6);
-      mn[h][1] = V::or_(V::and_(V::template srli32<4>(s2), m4),
-                        V::and_(V::template srli32<2>(s1), m30));
-    }
+    scales_mins<kPf>(q, 0, sc[0], mn[0]);
+    scales_mins<false>(q, 1, sc[1], mn[1]);
     I isum[2] = {V::zero(), V::zero()};
     [&]<int... P>(std::integer_sequence<int, P...>) {
       (sub_pair_both<P, kPf>(q, xb, sc, isum), ...);
     }(std::make_integer_sequence<int, 4>{});
-    const int16_t* bs = xb->bsums;
-    int32_t t[8];
-    for (int j = 0; j < 8; ++j) t[j] = bs[2 * j] + bs[2 * j + 1];
-    const int32_t pairs[4] = {pair16(t[0], t[2]), pair16(t[1], t[3]), pair16(t[4], t[6]),
-                              pair16(t[5], t[7])};
-    const I lo16 = V::set1(0x00FF00FF);
+    int32_t pairs[4];
+    min_pairs(xb, pairs);  // once for both halves
     const F dx = V::set1f(xb->d);
     for (int h = 0; h < 2; ++h) {
-      const I m02 = V::and_(mn[h][0], lo16), m13 = V::and_(V::template srli32<8>(mn[h][0]), lo16);
-      const I m46 = V::and_(mn[h][1], lo16), m57 = V::and_(V::template srli32<8>(mn[h][1]), lo16);
-      I ms = V::dot16(V::zero(), m02, pairs[0]);
-      ms = V::dot16(ms, m13, pairs[1]);
-      ms = V::dot16(ms, m46, pairs[2]);
-      ms = V::dot16(ms, m57, pairs[3]);
+      const I ms = mins_dot(mn[h], pairs);
       const F d = V::load_f16(s + V::kHalfScaleBytes * h);
       const F dmin = V::load_f16(s + 32 + V::kHalfScaleBytes * h);
       acc[h] = V::fmadd(V::cvt(isum[h]), V::mul(d, dx), acc[h]);
