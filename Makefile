@@ -46,7 +46,7 @@ fuzz:
 	@scripts/install-deps.sh --ci
 	@cmake --preset asan >/dev/null
 	@cmake --build build/asan -j $(JOBS) --target $(FUZZ_TARGETS)
-	@scripts/run-fuzz.sh build/asan $(FUZZ_SECONDS)
+	@scripts/run-fuzz.sh build/asan $(FUZZ_SECONDS) $(JOBS)
 
 bench: deps
 	@cmake --preset release -DTESSERA_BUILD_BENCH=ON >/dev/null

@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # Runs every libFuzzer target in BUILD_DIR/fuzz for SECONDS each, from a seed
-# corpus plus the repository's GGUF files and chat templates. Fails on any crash, leak, timeout or OOM.
-# Usage: scripts/run-fuzz.sh BUILD_DIR SECONDS
+# corpus plus the repository's GGUF files and chat templates, JOBS targets at a
+# time (default: the cores; each fuzzer is one process on one core). Fails on
+# any crash, leak, timeout or OOM, and prints that target's log.
+# Usage: scripts/run-fuzz.sh BUILD_DIR SECONDS [JOBS]
 set -euo pipefail
 build=$1
 seconds=$2
+jobs=${3:-$(nproc)}
 root=$(cd "$(dirname "$0")/.." && pwd)
+work=$(mktemp -d "${TMPDIR:-/tmp}/tessera-fuzz.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 
-for target in "$build"/fuzz/fuzz_*; do
-  [[ -x "$target" ]] || continue
+# One target: its corpus under $work/NAME, its log in $work/NAME.log, its
+# verdict in $work/NAME.rc.
+fuzz_one() {
+  local target=$1 name corpus seeds max_len=8192 timeout=5 rc=0
   name=$(basename "$target")
-  corpus=$(mktemp -d)
+  corpus="$work/$name"
+  mkdir "$corpus"
   seeds="$root/fuzz/corpus/$name"
   [[ -d "$seeds" ]] && cp "$seeds"/* "$corpus"/ 2>/dev/null || true
-  max_len=8192
-  timeout=5
   if [[ "$name" == fuzz_gguf ]]; then
     # Seeds from the repository's models and vocab files (truncated copies keep runs fast).
     for f in "$root"/models/*.gguf "$root"/tests/fixtures/tokenizer/*.gguf; do
@@ -33,13 +39,29 @@ for target in "$build"/fuzz/fuzz_*; do
     timeout=1
   fi
   echo "fuzz: $name for ${seconds}s (seeds: $(ls "$corpus" | wc -l))"
-  log=$(mktemp)
-  if ! "$target" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
-      -malloc_limit_mb=512 -timeout="$timeout" -max_len="$max_len" -print_final_stats=1 >"$log" 2>&1; then
-    tail -n 60 "$log"
-    echo "fuzz: $name FAILED"
-    exit 1
-  fi
-  grep -E 'stat::number_of_executed_units|stat::peak_rss_mb' "$log" | sed "s/^/fuzz: $name /"
-  rm -rf "$corpus" "$log"
+  "$target" "$corpus" -max_total_time="$seconds" -rss_limit_mb=2048 \
+    -malloc_limit_mb=512 -timeout="$timeout" -max_len="$max_len" -print_final_stats=1 \
+    >"$work/$name.log" 2>&1 || rc=$?
+  echo "$rc" > "$work/$name.rc"
+}
+
+names=()
+for target in "$build"/fuzz/fuzz_*; do
+  [[ -x "$target" ]] || continue
+  while (( $(jobs -rp | wc -l) >= jobs )); do wait -n || true; done
+  fuzz_one "$target" &
+  names+=("$(basename "$target")")
 done
+wait
+
+failed=0
+for name in "${names[@]}"; do
+  if [[ "$(cat "$work/$name.rc" 2>/dev/null)" != 0 ]]; then
+    tail -n 60 "$work/$name.log"
+    echo "fuzz: $name FAILED"
+    failed=1
+    continue
+  fi
+  grep -E 'stat::number_of_executed_units|stat::peak_rss_mb' "$work/$name.log" | sed "s/^/fuzz: $name /"
+done
+exit "$failed"
