@@ -249,49 +249,57 @@ void expect_reference_rows(const gguf::File& in, const gguf::File& q) {
 // head, rows of 256 and 512. use_more_bits(i, 2) holds for layer 1 only
 // (i >= 7 * 2 / 8), so Q4_K_M gives blk.1's attn_v and ffn_down Q6_K. The
 // expected types are llama_tensor_get_type's, worked out by hand per mix.
-TEST_F(ModelFilesTest, MixesGiveEachTensorLlamaQuantizesType) {
+struct MixCase {
+  const char* mix;
+  uint32_t ftype;
+  DType base, output, attn_v0, attn_v1, ffn_down0, ffn_down1, attn_output;
+};
+using enum DType;
+constexpr MixCase kMixCases[] = {
+    {"Q4_K_M", 15, kQ4_K, kQ6_K, kQ4_K, kQ6_K, kQ4_K, kQ6_K, kQ4_K},
+    {"Q5_K_M", 17, kQ5_K, kQ6_K, kQ5_K, kQ6_K, kQ5_K, kQ6_K, kQ5_K},
+    {"Q4_K_S", 14, kQ4_K, kQ6_K, kQ5_K, kQ5_K, kQ4_K, kQ4_K, kQ4_K},   // attn_v: first 4 layers
+    {"Q3_K_M", 12, kQ3_K, kQ6_K, kQ5_K, kQ5_K, kQ4_K, kQ4_K, kQ4_K},   // attn_v: first 2
+    {"Q3_K_L", 13, kQ3_K, kQ6_K, kQ5_K, kQ5_K, kQ5_K, kQ5_K, kQ5_K},
+    {"Q2_K", 10, kQ2_K, kQ6_K, kQ3_K, kQ3_K, kQ3_K, kQ3_K, kQ3_K},     // n_gqa 2 < 4: attn_v Q3_K
+    {"IQ4_XS", 30, kIQ4_XS, kQ6_K, kIQ4_XS, kIQ4_XS, kIQ4_XS, kIQ4_XS, kIQ4_XS},  // n/8 = 0
+    {"IQ4_NL", 25, kIQ4_NL, kQ6_K, kIQ4_NL, kIQ4_NL, kIQ4_NL, kIQ4_NL, kIQ4_NL},
+    {"Q6_K", 18, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K},
+};
+
+// One test per mix, so that ctest spreads them over the cores (each quantizes
+// the whole model: seconds under ASan).
+class ModelFilesMixTest : public ModelFilesTest, public ::testing::WithParamInterface<MixCase> {};
+
+TEST_P(ModelFilesMixTest, GivesEachTensorLlamaQuantizesType) {
+  const MixCase& c = GetParam();
   const auto src = synth("mix-src.gguf", DType::kF16);
   const gguf::File in = gguf::File::open(src);
-  struct Case {
-    const char* mix;
-    uint32_t ftype;
-    DType base, output, attn_v0, attn_v1, ffn_down0, ffn_down1, attn_output;
-  };
-  using enum DType;
-  const Case kCases[] = {
-      {"Q4_K_M", 15, kQ4_K, kQ6_K, kQ4_K, kQ6_K, kQ4_K, kQ6_K, kQ4_K},
-      {"Q5_K_M", 17, kQ5_K, kQ6_K, kQ5_K, kQ6_K, kQ5_K, kQ6_K, kQ5_K},
-      {"Q4_K_S", 14, kQ4_K, kQ6_K, kQ5_K, kQ5_K, kQ4_K, kQ4_K, kQ4_K},   // attn_v: first 4 layers
-      {"Q3_K_M", 12, kQ3_K, kQ6_K, kQ5_K, kQ5_K, kQ4_K, kQ4_K, kQ4_K},   // attn_v: first 2
-      {"Q3_K_L", 13, kQ3_K, kQ6_K, kQ5_K, kQ5_K, kQ5_K, kQ5_K, kQ5_K},
-      {"Q2_K", 10, kQ2_K, kQ6_K, kQ3_K, kQ3_K, kQ3_K, kQ3_K, kQ3_K},     // n_gqa 2 < 4: attn_v Q3_K
-      {"IQ4_XS", 30, kIQ4_XS, kQ6_K, kIQ4_XS, kIQ4_XS, kIQ4_XS, kIQ4_XS, kIQ4_XS},  // n/8 = 0
-      {"IQ4_NL", 25, kIQ4_NL, kQ6_K, kIQ4_NL, kIQ4_NL, kIQ4_NL, kIQ4_NL, kIQ4_NL},
-      {"Q6_K", 18, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K, kQ6_K},
-  };
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.mix);
-    QuantizeOptions o;
-    o.mix = *quantize_mix_from_name(c.mix);
-    const auto out = dir_ / fmt::format("{}.gguf", c.mix);
-    quantize_model(src, out, o);
-    const gguf::File q = gguf::File::open(out);
-    EXPECT_EQ(q.find("general.file_type")->u32(), c.ftype);
-    for (const gguf::TensorInfo& t : q.tensors()) {
-      const std::string_view n = t.name;
-      DType want = c.base;
-      if (t.n_dims < 2) want = kF32;
-      else if (n == "output.weight") want = c.output;
-      else if (n == "blk.0.attn_v.weight") want = c.attn_v0;
-      else if (n == "blk.1.attn_v.weight") want = c.attn_v1;
-      else if (n == "blk.0.ffn_down.weight") want = c.ffn_down0;
-      else if (n == "blk.1.ffn_down.weight") want = c.ffn_down1;
-      else if (n.ends_with("attn_output.weight")) want = c.attn_output;
-      EXPECT_EQ(t.type, want) << t.name;
-    }
-    expect_reference_rows(in, q);
+  QuantizeOptions o;
+  o.mix = *quantize_mix_from_name(c.mix);
+  const auto out = dir_ / fmt::format("{}.gguf", c.mix);
+  quantize_model(src, out, o);
+  const gguf::File q = gguf::File::open(out);
+  EXPECT_EQ(q.find("general.file_type")->u32(), c.ftype);
+  for (const gguf::TensorInfo& t : q.tensors()) {
+    const std::string_view n = t.name;
+    DType want = c.base;
+    if (t.n_dims < 2) want = kF32;
+    else if (n == "output.weight") want = c.output;
+    else if (n == "blk.0.attn_v.weight") want = c.attn_v0;
+    else if (n == "blk.1.attn_v.weight") want = c.attn_v1;
+    else if (n == "blk.0.ffn_down.weight") want = c.ffn_down0;
+    else if (n == "blk.1.ffn_down.weight") want = c.ffn_down1;
+    else if (n.ends_with("attn_output.weight")) want = c.attn_output;
+    EXPECT_EQ(t.type, want) << t.name;
   }
+  expect_reference_rows(in, q);
 }
+
+INSTANTIATE_TEST_SUITE_P(Mixes, ModelFilesMixTest, ::testing::ValuesIn(kMixCases),
+                         [](const ::testing::TestParamInfo<MixCase>& info) {
+                           return std::string(info.param.mix);
+                         });
 
 // Q6_K, Q4_K_M and Q2_K files load and generate, with logits nearer the F16
 // model's the more bits they keep. Scale of the errors: a Gaussian weight row
