@@ -77,12 +77,14 @@ TEST_P(MatKernelTest, MatchesTheOracleWithinTheRoundingBound) {
   } else {
     ks = {256, 768, 2304};  // 2304: GEMM K slices (8 blocks) and a short last one
   }
-  // {60, 1} and {70, 1}: GEMVs over several panels at once (avx512: 4), with
-  // the partial panel inside such a group and after it. {16, 16} and {40, 35}:
-  // whole AMX column tiles (16 columns), and two of them with a short third.
-  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {5, 3},   {16, 8}, {17, 9},
-                                                {35, 13}, {33, 1},  {1, 12}, {60, 1},
-                                                {70, 1},  {16, 16}, {40, 35}};
+  // {60, 1}, {70, 1} and {150, 1}: GEMVs over several panels at once (avx2:
+  // 2, avx512: 4) taken from runs of panels far apart (10 panels: stride 5 or
+  // 2), with the partial panel inside such a group and after them. {16, 16}
+  // and {40, 35}: whole AMX column tiles (16 columns), and two of them with a
+  // short third.
+  const std::pair<int64_t, int64_t> shapes[] = {{1, 1},   {5, 3},   {16, 8},  {17, 9},
+                                                {35, 13}, {33, 1},  {1, 12},  {60, 1},
+                                                {70, 1},  {150, 1}, {16, 16}, {40, 35}};
   for (int64_t k : ks) {
     for (auto [rows, cols] : shapes) {
       SCOPED_TRACE(::testing::Message() << "k " << k << " rows " << rows << " cols " << cols);

@@ -278,15 +278,15 @@ inline __m256 scale_add(__m256 acc, __m256i s, const uint8_t* scales, int64_t b,
   return _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(load_dw<P>(scales, b, h), dx), acc);
 }
 
-// A GEMV group's outputs: panels p0 .. p0 + N - 1, 16 rows each (the
+// A GEMV group's outputs: panels p0 + i * stride, 16 rows each (the
 // matrix's last panel may have fewer).
 template <int N>
-void store_group(const MatArgs& a, int64_t p0, const __m256 (&acc)[N][2]) {
+void store_group(const MatArgs& a, int64_t p0, int64_t stride, const __m256 (&acc)[N][2]) {
   for (int i = 0; i < N; ++i) {
     alignas(32) float tmp[kPanelRows];
     _mm256_store_ps(tmp, acc[i][0]);
     _mm256_store_ps(tmp + 8, acc[i][1]);
-    const int64_t r0 = (p0 + i) * kPanelRows;
+    const int64_t r0 = (p0 + i * stride) * kPanelRows;
     const int64_t valid = min_i64(a.rows - r0, kPanelRows);
     std::memcpy(a.out + r0, tmp, static_cast<size_t>(valid) * sizeof(float));
   }
@@ -295,11 +295,11 @@ void store_group(const MatArgs& a, int64_t p0, const __m256 (&acc)[N][2]) {
 template <class P>
 struct GemvGroup {
   template <int N>
-  static void run(const MatArgs& a, int64_t p0) {
+  static void run(const MatArgs& a, int64_t p0, int64_t stride) {
     const int64_t nb = a.k / kQK;
     const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
     constexpr size_t kScaleBytes = panel_scale_bytes<P>();
-    const PanelGroup<N> group(a, p0, kScaleBytes);
+    const PanelGroup<N> group(a, p0, stride, kScaleBytes);
     __m256 acc[N][2];
     for (auto& v : acc) v[0] = v[1] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -315,7 +315,7 @@ struct GemvGroup {
         }
       }
     }
-    store_group<N>(a, p0, acc);
+    store_group<N>(a, p0, stride, acc);
   }
 };
 
@@ -329,10 +329,10 @@ struct GemvGroupNibbles {
   static constexpr bool kMx = std::is_same_v<P, PanelMXFP4>;
   static constexpr size_t kScaleBytes = panel_scale_bytes<P>();
   template <int N>
-  static void run(const MatArgs& a, int64_t p0) {
+  static void run(const MatArgs& a, int64_t p0, int64_t stride) {
     const int64_t nb = a.k / kQK;
     const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
-    const PanelGroup<N> group(a, p0, kScaleBytes);
+    const PanelGroup<N> group(a, p0, stride, kScaleBytes);
     const __m256i m = _mm256_set1_epi8(0x0F);
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i table = _mm256_setzero_si256();
@@ -387,7 +387,7 @@ struct GemvGroupNibbles {
         }
       }
     }
-    store_group<N>(a, p0, acc);
+    store_group<N>(a, p0, stride, acc);
   }
 };
 

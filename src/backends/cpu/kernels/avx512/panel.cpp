@@ -122,10 +122,10 @@ constexpr int kStreams = 4;
 template <class P>
 struct GemvGroup {
   template <int N>
-  static void run(const MatArgs& a, int64_t p0) {
+  static void run(const MatArgs& a, int64_t p0, int64_t stride) {
     const int64_t nb = a.k / kQK;
     const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
-    const PanelGroup<N> group(a, p0);
+    const PanelGroup<N> group(a, p0, stride);
     __m512 acc[N];
     for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -151,7 +151,7 @@ struct GemvGroup {
       }
     }
     for (int i = 0; i < N; ++i) {
-      const int64_t r0 = (p0 + i) * kPanelRows;
+      const int64_t r0 = (p0 + i * stride) * kPanelRows;
       const auto valid = static_cast<int>(min_i64(a.rows - r0, kPanelRows));
       _mm512_mask_storeu_ps(a.out + r0, static_cast<__mmask16>((1u << valid) - 1), acc[i]);
     }

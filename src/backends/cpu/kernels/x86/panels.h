@@ -77,16 +77,16 @@ inline const uint8_t* panel_quants(const MatArgs& a, int64_t p, size_t scale_byt
   return panel_scales(a, p) + static_cast<size_t>(a.k / kQK) * kPanelRows * scale_bytes;
 }
 
-// Panels p0 .. p0 + N - 1 read together by a GEMV group (run_gemv_groups):
-// panel i's scales and quants.
+// Panels p0 + i * stride (i < N) read together by a GEMV group
+// (run_gemv_groups): panel i's scales and quants.
 template <int N>
 struct PanelGroup {
   const uint8_t* scales[N];
   const uint8_t* quants[N];
-  PanelGroup(const MatArgs& a, int64_t p0, size_t scale_bytes = 2) {
+  PanelGroup(const MatArgs& a, int64_t p0, int64_t stride, size_t scale_bytes = 2) {
     for (int i = 0; i < N; ++i) {
-      scales[i] = panel_scales(a, p0 + i);
-      quants[i] = panel_quants(a, p0 + i, scale_bytes);
+      scales[i] = panel_scales(a, p0 + i * stride);
+      quants[i] = panel_quants(a, p0 + i * stride, scale_bytes);
     }
   }
 };
@@ -134,11 +134,13 @@ struct PanelLoop {
   }
 };
 
-// A one-column GEMV in groups of kN panels read at once, block by block
-// (Group::template run<kN>(a, p0) reads panels p0 .. p0 + kN - 1): kN forward
-// streams in flight instead of one, which a core's hardware prefetchers turn
-// into more outstanding lines. The panels left over, and every other shape,
-// go through PanelLoop<T>.
+// A one-column GEMV in groups of kN panels read at once, block by block: kN
+// forward streams in flight instead of one, which a core's hardware
+// prefetchers turn into more outstanding lines. The panels are cut into kN
+// runs, and group j reads panel j of each (Group::template run<kN>(a, j,
+// stride): panels j + i * stride), so each stream walks one run front to
+// back and its prefetches past a panel's end land on the panel it reads
+// next. The panels left over, and every other shape, go through PanelLoop<T>.
 template <class T, class Group, int kN>
 void run_gemv_groups(const MatArgs& a) {
   if (a.cols != 1 || a.k < kQK) {
@@ -146,8 +148,9 @@ void run_gemv_groups(const MatArgs& a) {
     return;
   }
   const int64_t panels = (a.rows + kPanelRows - 1) / kPanelRows;
-  int64_t p = 0;
-  for (; p + kN <= panels; p += kN) Group::template run<kN>(a, p);
+  const int64_t stride = panels / kN;
+  for (int64_t j = 0; j < stride; ++j) Group::template run<kN>(a, j, stride);
+  const int64_t p = stride * kN;
   if (p == panels) return;
   MatArgs rest = a;
   rest.w = panel_scales(a, p);
