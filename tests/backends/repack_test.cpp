@@ -279,15 +279,50 @@ TEST(RepackBuffer, KQuantPanelsSplitScalesFromQuants) {
     }
     const size_t quant_at = k.scale_at == 0 ? k.sb : 0;
     for (size_t j = 0; j < qb; ++j) {
+      uint8_t want = n.in[src + quant_at + j];
+      if (k.type == DType::kQ6_K && j < groups::kQ6KTripleBytes) {  // its triples re-encoded
+        const groups::Q6KMember m = groups::q6k_member(static_cast<int>(j));
+        const auto byte = [&](int which) {
+          return n.in[src + quant_at + static_cast<size_t>(groups::q6k_member_byte(m.first, which))];
+        };
+        const groups::Q6KTriple e = groups::q6k_encode(byte(0), byte(1), byte(2));
+        want = m.which == 0 ? e.a : m.which == 1 ? e.b : e.c;
+      }
       EXPECT_EQ(panel[16 * k.sb * blocks + 16 * qb * b + 64 * groups::panel_group(k.type, j / 4) +
                       4 * 1 + j % 4],
-                n.in[src + quant_at + j])
+                want)
           << j;
     }
   }
 }
 
 }  // namespace
+// Every Q6_K triple (ql0, ql1, qh) decodes back from its encoding, and the
+// encoding's low 6 bits and top crumbs are the four weights the reference
+// dequantizer reads from the GGUF bits.
+TEST(RepackBuffer, Q6KTriplesRoundTripAndHoldTheFourWeights) {
+  int bad = 0;
+  for (int x = 0; x < (1 << 24); ++x) {
+    const auto ql0 = static_cast<uint8_t>(x), ql1 = static_cast<uint8_t>(x >> 8),
+               qh = static_cast<uint8_t>(x >> 16);
+    const groups::Q6KTriple e = groups::q6k_encode(ql0, ql1, qh);
+    const groups::Q6KTriple d = groups::q6k_decode(e.a, e.b, e.c);
+    const int v[4] = {(ql0 & 0xF) | (qh & 3) << 4, (ql1 & 0xF) | (qh >> 2 & 3) << 4,
+                      ql0 >> 4 | (qh >> 4 & 3) << 4, ql1 >> 4 | (qh >> 6 & 3) << 4};
+    const int v3 = e.a >> 6 | (e.b >> 6) << 2 | (e.c >> 6) << 4;
+    if (d.a != ql0 || d.b != ql1 || d.c != qh || (e.a & 63) != v[0] || (e.b & 63) != v[1] ||
+        (e.c & 63) != v[2] || v3 != v[3]) {
+      if (++bad <= 5) ADD_FAILURE() << "triple " << x;
+    }
+  }
+  EXPECT_EQ(bad, 0);
+  // Members: quant byte j's triple and place.
+  for (int j = 0; j < groups::kQ6KTripleBytes; ++j) {
+    const groups::Q6KMember m = groups::q6k_member(j);
+    EXPECT_EQ(groups::q6k_member_byte(m.first, m.which), j) << j;
+  }
+}
+
 TEST(RepackBuffer, ReorderedPanelsFollowTheKernelsReadingOrder) {
   // The GGUF groups (4 quant bytes each) in the order the Q6_K, Q5_K and Q3_K
   // kernels read a block sit in the panel one after another (panel_groups.h).

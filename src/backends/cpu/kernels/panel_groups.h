@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "tessera/core/dtype.h"
 
@@ -26,6 +27,45 @@ constexpr int q6k_scales(int g) { return g; }
 constexpr int q6k_qh(int hh, int t) { return 4 + 24 * hh + 3 * t; }
 constexpr int q6k_ql(int hh, int i, int t) { return 5 + 24 * hh + 3 * t + i; }
 inline constexpr int kQ6KGroups = 52;
+
+// Q6_K's panels also re-encode each 6-bit weight's bits (the one format
+// whose panels are more than a permutation): the GGUF bytes ql[64 hh + l],
+// ql[64 hh + 32 + l] and qh[32 hh + l] (l < 32) hold the four weights
+// v0..v3 of elements 128 hh + l, + 32, + 64, + 96 as nibbles and crumbs; the
+// panel keeps, at those three bytes' places, A = v0 | (v3 & 3) << 6,
+// B = v1 | (v3 & 12) << 4 and C = v2 | (v3 & 48) << 2. A kernel then takes
+// v0, v1, v2 with one AND each and v3 from the three top crumbs: 11 vector
+// operations for four weight vectors where the GGUF bits took 17 (avx2).
+struct Q6KTriple {
+  uint8_t a, b, c;
+};
+constexpr Q6KTriple q6k_encode(uint8_t ql0, uint8_t ql1, uint8_t qh) {
+  const int v0 = (ql0 & 0xF) | (qh & 3) << 4, v1 = (ql1 & 0xF) | (qh >> 2 & 3) << 4;
+  const int v2 = ql0 >> 4 | (qh >> 4 & 3) << 4, v3 = ql1 >> 4 | (qh >> 6 & 3) << 4;
+  return {static_cast<uint8_t>(v0 | (v3 & 3) << 6), static_cast<uint8_t>(v1 | (v3 & 12) << 4),
+          static_cast<uint8_t>(v2 | (v3 & 48) << 2)};
+}
+// The inverse: {ql0, ql1, qh} from {A, B, C}.
+constexpr Q6KTriple q6k_decode(uint8_t a, uint8_t b, uint8_t c) {
+  const int v0 = a & 63, v1 = b & 63, v2 = c & 63, v3 = a >> 6 | (b >> 6) << 2 | (c >> 6) << 4;
+  return {static_cast<uint8_t>((v0 & 0xF) | (v2 & 0xF) << 4),
+          static_cast<uint8_t>((v1 & 0xF) | (v3 & 0xF) << 4),
+          static_cast<uint8_t>(v0 >> 4 | (v1 >> 4) << 2 | (v2 >> 4) << 4 | (v3 >> 4) << 6)};
+}
+// Quant byte j (< 192) of a Q6_K block: its triple's first quant byte
+// (ql[64 hh + l]) and which of the three it is (0: ql0, 1: ql1, 2: qh).
+struct Q6KMember {
+  int first, which;
+};
+constexpr Q6KMember q6k_member(int j) {
+  if (j < 128) return {64 * (j / 64) + j % 32, (j % 64) / 32};
+  return {64 * ((j - 128) / 32) + (j - 128) % 32, 2};
+}
+// The quant byte index of member `which` of the triple whose first is `first`.
+constexpr int q6k_member_byte(int first, int which) {
+  return which == 0 ? first : which == 1 ? first + 32 : 128 + 32 * (first / 64) + first % 64;
+}
+inline constexpr int kQ6KTripleBytes = 192;  // ql and qh; the scales after them stay as they are
 
 // Q5_K: GGUF groups 0-2 the packed scales and mins, qh 3-10 (3 + t), qs 11-42
 // (11 + 8 p + t: sub-blocks 2p, 2p + 1). Panel: the scales, then qh t beside

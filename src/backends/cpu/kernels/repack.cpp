@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "cpu/kernels/panel_groups.h"
@@ -67,6 +68,32 @@ size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
   return quants_offset(l, r, b) + groups::panel_group(l.type, j / g) * kPanelRows * g + j % g;
 }
 
+// Q6_K's triples (panel_groups.h) over a block's quants (GGUF order), in place.
+void q6k_encode_block(uint8_t* quants) {
+  for (int hh = 0; hh < 2; ++hh) {
+    for (int l = 0; l < 32; ++l) {
+      const int f = 64 * hh + l;
+      uint8_t* p0 = quants + f;
+      uint8_t* p1 = quants + groups::q6k_member_byte(f, 1);
+      uint8_t* p2 = quants + groups::q6k_member_byte(f, 2);
+      const groups::Q6KTriple t = groups::q6k_encode(*p0, *p1, *p2);
+      *p0 = t.a, *p1 = t.b, *p2 = t.c;
+    }
+  }
+}
+void q6k_decode_block(uint8_t* quants) {
+  for (int hh = 0; hh < 2; ++hh) {
+    for (int l = 0; l < 32; ++l) {
+      const int f = 64 * hh + l;
+      uint8_t* p0 = quants + f;
+      uint8_t* p1 = quants + groups::q6k_member_byte(f, 1);
+      uint8_t* p2 = quants + groups::q6k_member_byte(f, 2);
+      const groups::Q6KTriple t = groups::q6k_decode(*p0, *p1, *p2);
+      *p0 = t.a, *p1 = t.b, *p2 = t.c;
+    }
+  }
+}
+
 // Copies whole rows [r0, r0 + n) (rows counted across matrices) between the
 // original layout `flat` and the panels; kToPanels picks the direction. kG is
 // the layout's group bytes (4, or F16's 2): each group one fixed-size move
@@ -87,6 +114,8 @@ void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0,
                 n_groups, l.group_bytes);
   size_t group_at[kMaxGroups];  // group g's offset from the block's quants (row 0)
   for (size_t g = 0; g < n_groups; ++g) group_at[g] = groups::panel_group(l.type, g) * kPanelRows * kG;
+  const bool q6k = l.type == DType::kQ6_K;
+  alignas(16) uint8_t coded[kMaxGroups * kG];  // Q6_K: a block's quants, re-encoded
   for (int64_t row = r0; row < r0 + n; ++row) {
     uint8_t* matrix = panels + static_cast<size_t>(row / l.rows) * l.matrix_bytes;
     const int64_t r = row % l.rows;
@@ -103,9 +132,16 @@ void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0,
         }
       }
       uint8_t* quants = matrix + quants_offset(l, r, b);
-      for (size_t g = 0; g < n_groups; ++g) {
-        copy(quants + group_at[g], block + qa + kG * g, std::integral_constant<size_t, kG>{});
+      uint8_t* from = block + qa;
+      if (kToPanels && q6k) {  // the source stays as given: encode a copy
+        std::memcpy(coded, from, l.quant_bytes);
+        q6k_encode_block(coded);
+        from = coded;
       }
+      for (size_t g = 0; g < n_groups; ++g) {
+        copy(quants + group_at[g], from + kG * g, std::integral_constant<size_t, kG>{});
+      }
+      if (!kToPanels && q6k) q6k_decode_block(from);
     }
   }
 }
@@ -118,9 +154,28 @@ void transfer(const PanelLayout& l, uint8_t* panels, uint8_t* flat, size_t offse
   auto one_byte = [&](size_t pos, uint8_t* ext) {
     const auto row = static_cast<int64_t>(pos / row_bytes);
     const size_t in_row = pos % row_bytes;
-    uint8_t* p = panels + static_cast<size_t>(row / l.rows) * l.matrix_bytes +
-                 panel_offset(l, row % l.rows, static_cast<int64_t>(in_row / l.block_bytes),
-                              in_row % l.block_bytes);
+    uint8_t* matrix = panels + static_cast<size_t>(row / l.rows) * l.matrix_bytes;
+    const int64_t r = row % l.rows, b = static_cast<int64_t>(in_row / l.block_bytes);
+    const size_t in_block = in_row % l.block_bytes;
+    if (l.type == DType::kQ6_K && in_block - quant_at(l) < groups::kQ6KTripleBytes) {
+      // A byte of a re-encoded triple: decode all three, then (writing) encode them again.
+      const groups::Q6KMember m = groups::q6k_member(static_cast<int>(in_block - quant_at(l)));
+      uint8_t* at[3];
+      for (int i = 0; i < 3; ++i) {
+        at[i] = matrix + panel_offset(l, r, b, quant_at(l) + groups::q6k_member_byte(m.first, i));
+      }
+      const groups::Q6KTriple t = groups::q6k_decode(*at[0], *at[1], *at[2]);
+      uint8_t bytes[3] = {t.a, t.b, t.c};
+      if constexpr (kToPanels) {
+        bytes[m.which] = *ext;
+        const groups::Q6KTriple e = groups::q6k_encode(bytes[0], bytes[1], bytes[2]);
+        *at[0] = e.a, *at[1] = e.b, *at[2] = e.c;
+      } else {
+        *ext = bytes[m.which];
+      }
+      return;
+    }
+    uint8_t* p = matrix + panel_offset(l, r, b, in_block);
     if constexpr (kToPanels) {
       *p = *ext;
     } else {
@@ -189,13 +244,23 @@ class CpuWeightsBuffer final : public Buffer {
                size) {}
   ~CpuWeightsBuffer() override { host::host_release(base(), size()); }
 
-  void clear(uint8_t value) override { std::memset(base(), value, size()); }
+  // Every byte reads back as value: a memset, then Q6_K's re-encoded
+  // triples (panel_groups.h) written as (value, value, value) encodes.
+  void clear(uint8_t value) override {
+    std::memset(base(), value, size());
+    for (const auto& [data, l] : q6k_tensors_) {
+      const std::vector<uint8_t> row(l.row_bytes(), value);
+      const int64_t rows = l.rows * l.matrices;
+      for (int64_t r = 0; r < rows; ++r) copy_rows<true, 4>(l, data, const_cast<uint8_t*>(row.data()), r, 1);
+    }
+  }
 
  protected:
   // Padding rows of each matrix's last panel read as zero scales and quants.
   void init_tensor(Tensor& t) override {
     if (!is_repacked(t)) return;
     const PanelLayout l = panel_layout(t);
+    if (l.type == DType::kQ6_K) q6k_tensors_.emplace_back(static_cast<uint8_t*>(t.data), l);
     if (l.rows % kPanelRows == 0) return;
     for (int64_t m = 0; m < l.matrices; ++m) {
       uint8_t* last = static_cast<uint8_t*>(t.data) + static_cast<size_t>(m) * l.matrix_bytes +
@@ -231,6 +296,8 @@ class CpuWeightsBuffer final : public Buffer {
     return static_cast<size_t>(static_cast<const uint8_t*>(t.data) -
                                static_cast<const uint8_t*>(root.data));
   }
+
+  std::vector<std::pair<uint8_t*, PanelLayout>> q6k_tensors_;  // what clear() re-encodes
 };
 
 }  // namespace

@@ -34,8 +34,10 @@
 // F16 (a 32-element "block" of 64 bytes, no scales) takes g = 2:
 // 32 bytes per k, element k of 16 rows, so a row-block of 16 is one f16
 // vector. F16 rows are repacked only when their length is a multiple of 32.
-// The repack is a pure byte permutation, so get_tensor returns exactly the
-// bytes set_tensor received, for any range, and clear(v) reads back as v
+// The repack is a byte permutation but for Q6_K, whose ql / qh bytes are
+// re-encoded three at a time (panel_groups.h, Q6KTriple); get_tensor returns
+// exactly the bytes set_tensor received, for any range (a partial Q6_K triple
+// is decoded, patched and encoded again), and clear(v) reads back as v
 // everywhere.
 #pragma once
 

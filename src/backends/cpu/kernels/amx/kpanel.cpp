@@ -225,22 +225,22 @@ struct Q6KFolded {
           _mm512_and_si512(_mm512_mullo_epi16(_mm512_and_si512(w, even), m), even),
           _mm512_mullo_epi16(_mm512_and_si512(w, odd), m));
     };
-    const __m512i m4 = _mm512_set1_epi32(0x0F0F0F0F), m30 = _mm512_set1_epi32(0x30303030);
-    const __m512i k32 = _mm512_set1_epi32(0x20202020);
+    const __m512i m6 = _mm512_set1_epi32(0x3F3F3F3F), k32 = _mm512_set1_epi32(0x20202020);
+    const __m512i m03 = _mm512_set1_epi32(0x03030303), m0c = _mm512_set1_epi32(0x0C0C0C0C);
+    const __m512i m30 = _mm512_set1_epi32(0x30303030);
     for (int hh = 0; hh < 2; ++hh) {
       for (int t = 0; t < 8; ++t) {
-        const __m512i qh = load(q + 64 * groups::q6k_qh(hh, t));
-        const __m512i l0 = load(q + 64 * groups::q6k_ql(hh, 0, t));
-        const __m512i l1 = load(q + 64 * groups::q6k_ql(hh, 1, t));
+        // The panels' triples (panel_groups.h): C at qh's place, A and B at the ql groups'.
+        const __m512i c = load(q + 64 * groups::q6k_qh(hh, t));
+        const __m512i a = load(q + 64 * groups::q6k_ql(hh, 0, t));
+        const __m512i b = load(q + 64 * groups::q6k_ql(hh, 1, t));
         const __m512i w[4] = {
-            _mm512_or_si512(_mm512_and_si512(l0, m4),
-                            _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30)),
-            _mm512_or_si512(_mm512_and_si512(l1, m4),
-                            _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30)),
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l0, 4), m4),
-                            _mm512_and_si512(qh, m30)),
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l1, 4), m4),
-                            _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30)),
+            _mm512_and_si512(a, m6),
+            _mm512_and_si512(b, m6),
+            _mm512_and_si512(c, m6),
+            _mm512_or_si512(_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 6), m03),
+                                            _mm512_and_si512(_mm512_srli_epi16(b, 4), m0c)),
+                            _mm512_and_si512(_mm512_srli_epi16(c, 2), m30)),
         };
         for (int g = 0; g < 4; ++g) {  // sub-block sb = 8 hh + 2 g + t / 4: chunk sb / 4, B row 4 (sb % 4) + t % 4
           const int sb = 8 * hh + 2 * g + t / 4;

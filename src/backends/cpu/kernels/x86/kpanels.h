@@ -334,16 +334,18 @@ struct Q6KBytes {  // ql[128], qh[64], int8 scales[16], in panel_groups.h's orde
   [[gnu::always_inline]] static void scales(const uint8_t* q, int h, I (&scv)[4]) {
     for (int g = 0; g < 4; ++g) scv[g] = load_group<V, kPf, kAhead>(q, groups::q6k_scales(g), h);
   }
+  // The panels' triples (panel_groups.h): C at qh's place, A and B at the
+  // ql groups'; v0..v2 their low 6 bits, v3 their top crumbs.
   template <bool kPf, int kHh>
   [[gnu::always_inline]] static void weights(const uint8_t* q, int t, int h, I (&w)[4]) {
-    const I m4 = V::set1(0x0F0F0F0F);
-    const I qh = load_group<V, kPf, kAhead>(q, groups::q6k_qh(kHh, t), h);
-    const I l0 = load_group<V, kPf, kAhead>(q, groups::q6k_ql(kHh, 0, t), h);
-    const I l1 = load_group<V, kPf, kAhead>(q, groups::q6k_ql(kHh, 1, t), h);
-    w[0] = V::or_(V::and_(l0, m4), move_bits<V, 0, 4, 2>(qh));
-    w[1] = V::or_(V::and_(l1, m4), move_bits<V, 2, 4, 2>(qh));
-    w[2] = V::or_(move_bits<V, 4, 0, 4>(l0), move_bits<V, 4, 4, 2>(qh));
-    w[3] = V::or_(move_bits<V, 4, 0, 4>(l1), move_bits<V, 6, 4, 2>(qh));
+    const I m6 = V::set1(0x3F3F3F3F);
+    const I c = load_group<V, kPf, kAhead>(q, groups::q6k_qh(kHh, t), h);
+    const I a = load_group<V, kPf, kAhead>(q, groups::q6k_ql(kHh, 0, t), h);
+    const I b = load_group<V, kPf, kAhead>(q, groups::q6k_ql(kHh, 1, t), h);
+    w[0] = V::and_(a, m6);
+    w[1] = V::and_(b, m6);
+    w[2] = V::and_(c, m6);
+    w[3] = V::or_(V::or_(move_bits<V, 6, 0, 2>(a), move_bits<V, 6, 2, 2>(b)), move_bits<V, 6, 4, 2>(c));
   }
   static void pairs(const uint8_t*, int, const I (&scv)[4], I (&p)[8]) {
     for (int g = 0; g < 4; ++g) {
@@ -608,18 +610,18 @@ struct KPanelKernel {
     for (int r = 0; r < valid; ++r) out[r] = accumulate ? out[r] + tmp[r] : tmp[r];
   }
 
-  // GEMV: panels p0 .. p0 + N - 1, every block, one column.
+  // GEMV: panels p0 + i * stride (i < N), every block, one column.
   struct GemvGroup {
     // Not inlined: tests/backends/prefetch_check.sh finds it by name.
     template <int N>
-    [[gnu::noinline]] static void run(const MatArgs& a, int64_t p0) {
+    [[gnu::noinline]] static void run(const MatArgs& a, int64_t p0, int64_t stride) {
       const int64_t nb = a.k / kQKK;
       const auto* x = reinterpret_cast<const block_q8_K*>(a.x);
       const uint8_t* sc[N];
       const uint8_t* qs[N];
       for (int i = 0; i < N; ++i) {
-        sc[i] = Grid::scales(a, p0 + i);
-        qs[i] = Grid::quants(a, p0 + i);
+        sc[i] = Grid::scales(a, p0 + i * stride);
+        qs[i] = Grid::quants(a, p0 + i * stride);
       }
       F acc[N][V::kHalves];
       for (auto& v : acc) {
@@ -660,7 +662,7 @@ struct KPanelKernel {
         }
       }
       for (int i = 0; i < N; ++i) {
-        const int64_t r0 = (p0 + i) * kPanelRows;
+        const int64_t r0 = (p0 + i * stride) * kPanelRows;
         store(a.out + r0, acc[i], static_cast<int>(min_i64(a.rows - r0, kPanelRows)), false);
       }
     }
@@ -723,8 +725,10 @@ struct KPanelKernel {
     const int64_t panels = (a.rows + kPanelRows - 1) / kPanelRows;
     if (a.k < kQKK || panels == 0) return;
     int64_t p = 0;
-    if (a.cols == 1) {
-      for (; p + kStreams <= panels; p += kStreams) GemvGroup::template run<kStreams>(a, p);
+    if (a.cols == 1) {  // kStreams runs of panels, each walked front to back (run_gemv_groups)
+      const int64_t stride = panels / kStreams;
+      for (int64_t j = 0; j < stride; ++j) GemvGroup::template run<kStreams>(a, j, stride);
+      p = stride * kStreams;
     }
     if (p < panels) gemm(a, p, panels);
   }
