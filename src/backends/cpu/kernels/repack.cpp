@@ -68,27 +68,15 @@ size_t panel_offset(const PanelLayout& l, int64_t r, int64_t b, size_t pos) {
   return quants_offset(l, r, b) + groups::panel_group(l.type, j / g) * kPanelRows * g + j % g;
 }
 
-// Q6_K's triples (panel_groups.h) over a block's quants (GGUF order), in place.
-void q6k_encode_block(uint8_t* quants) {
+// Q6_K's triples (panel_groups.h) over a block's quants (GGUF order), in
+// place: code is groups::q6k_encode or groups::q6k_decode.
+void q6k_code_block(uint8_t* quants, groups::Q6KTriple (*code)(uint8_t, uint8_t, uint8_t)) {
   for (int hh = 0; hh < 2; ++hh) {
-    for (int l = 0; l < 32; ++l) {
-      const int f = 64 * hh + l;
+    for (int f = 64 * hh; f < 64 * hh + 32; ++f) {  // the triple's first byte, ql[64 hh + l]
       uint8_t* p0 = quants + f;
       uint8_t* p1 = quants + groups::q6k_member_byte(f, 1);
       uint8_t* p2 = quants + groups::q6k_member_byte(f, 2);
-      const groups::Q6KTriple t = groups::q6k_encode(*p0, *p1, *p2);
-      *p0 = t.a, *p1 = t.b, *p2 = t.c;
-    }
-  }
-}
-void q6k_decode_block(uint8_t* quants) {
-  for (int hh = 0; hh < 2; ++hh) {
-    for (int l = 0; l < 32; ++l) {
-      const int f = 64 * hh + l;
-      uint8_t* p0 = quants + f;
-      uint8_t* p1 = quants + groups::q6k_member_byte(f, 1);
-      uint8_t* p2 = quants + groups::q6k_member_byte(f, 2);
-      const groups::Q6KTriple t = groups::q6k_decode(*p0, *p1, *p2);
+      const groups::Q6KTriple t = code(*p0, *p1, *p2);
       *p0 = t.a, *p1 = t.b, *p2 = t.c;
     }
   }
@@ -135,13 +123,13 @@ void copy_rows(const PanelLayout& l, uint8_t* panels, uint8_t* flat, int64_t r0,
       uint8_t* from = block + qa;
       if (kToPanels && q6k) {  // the source stays as given: encode a copy
         std::memcpy(coded, from, l.quant_bytes);
-        q6k_encode_block(coded);
+        q6k_code_block(coded, groups::q6k_encode);
         from = coded;
       }
       for (size_t g = 0; g < n_groups; ++g) {
         copy(quants + group_at[g], from + kG * g, std::integral_constant<size_t, kG>{});
       }
-      if (!kToPanels && q6k) q6k_decode_block(from);
+      if (!kToPanels && q6k) q6k_code_block(from, groups::q6k_decode);
     }
   }
 }
