@@ -9,6 +9,7 @@ namespace tessera::cpu::avx512 {
 void mat_q4_0_panel(const MatArgs& a);
 void mat_q8_0_panel(const MatArgs& a);
 void mat_iq4_nl_panel(const MatArgs& a);
+void mat_mxfp4_panel(const MatArgs& a);
 void mat_q2_k_panel(const MatArgs& a);  // kpanel.cpp
 void mat_q3_k_panel(const MatArgs& a);
 void mat_q4_k_panel(const MatArgs& a);

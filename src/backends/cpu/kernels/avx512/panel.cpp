@@ -1,13 +1,14 @@
-// avx512 tier: Q4_0 / IQ4_NL / Q8_0 weights in 16-row panels (repack.h) times Q8
+// avx512 tier: Q4_0 / IQ4_NL / MXFP4 / Q8_0 weights in 16-row panels (repack.h) times Q8
 // activations, in outer-product form (docs/cpu-kernels.md, "Outer-product panel kernels"). One zmm
 // holds 16 rows x 4 consecutive k as u8; four activation bytes broadcast to every lane feed one
 // vpdpbusd, which yields 16 partial outputs with no horizontal sums. Weights are unsigned (Q4_0
-// nibbles; Q8_0 bytes xor 0x80; IQ4_NL table values + 128), so
-//   sum (q - o) a = dpbusd(q, a) - o sum(a),  o = 8 or 128,
+// nibbles; Q8_0 bytes xor 0x80; IQ4_NL table values + 128; MXFP4 table values + 12), so
+//   sum (q - o) a = dpbusd(q, a) - o sum(a),  o = 8, 128 or 12,
 // with -o sum(a) as the initial accumulator: exact integers per block, then
 // one convert and one FMA by d_w d_a.
 #include "cpu/kernels/avx512/intrin.h"
 
+#include <array>
 #include <cstring>
 
 #include "cpu/kernels/avx512/avx512.h"
@@ -56,6 +57,30 @@ struct PanelIQ4_NL {
   }
 };
 
+// MXFP4: Q4_0's nibbles, each mapped by vpshufb to its table value (the
+// doubled e2m1 codes, |w| <= 12) + 12. Its scales are E8M0 bytes, one a row
+// and block (load_dw).
+struct PanelMXFP4 {
+  static constexpr size_t kQuantBytes = 256;
+  static constexpr size_t kScaleBytes = 1;
+  static constexpr int kOffset = 12;
+  static constexpr std::array<uint8_t, 16> kLevels = [] {
+    std::array<uint8_t, 16> t{};
+    for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kvalues_mxfp4[i] + kOffset);
+    return t;
+  }();
+  static void unpack(const uint8_t* q, __m512i w[kGroups]) {
+    const __m512i m = _mm512_set1_epi8(0x0F);
+    const __m512i table =
+        _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kLevels.data())));
+    for (int l = 0; l < 4; ++l) {
+      const __m512i v = _mm512_loadu_si512(q + 64 * l);
+      w[l] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m));
+      w[l + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
+    }
+  }
+};
+
 struct PanelQ8_0 {
   static constexpr size_t kQuantBytes = 512;
   static constexpr int kOffset = 128;
@@ -64,6 +89,24 @@ struct PanelQ8_0 {
     for (int g = 0; g < kGroups; ++g) w[g] = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * g), flip);
   }
 };
+
+// The 16 weight scales of a panel's block b: f16 (32 bytes a block), or
+// MXFP4's E8M0 bytes (16 a block) as e8m0_to_fp32_half, exactly: 2^(e - 128)
+// is (e - 1) << 23 as float bits for e >= 2, and the subnormal 0x00200000 << e
+// below.
+template <class P>
+inline __m512 load_dw(const uint8_t* scales, int64_t b) {
+  if constexpr (panel_scale_bytes<P>() == 1) {
+    const __m512i e =
+        _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 16 * b)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    const __mmask16 big = _mm512_cmpgt_epi32_mask(e, _mm512_set1_epi32(1));
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(big, tiny, normal));
+  } else {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 32 * b)));
+  }
+}
 
 inline __m512i bcast4(const int8_t* p) {
   int32_t v;
@@ -78,11 +121,10 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
   for (int c = 0; c < C; ++c) acc[c] = _mm512_setzero_ps();
   for (int64_t b = p.b0; b < p.b1; ++b) {
     const uint8_t* q = p.quants + static_cast<size_t>(b) * P::kQuantBytes;
-    prefetch_block<P::kQuantBytes>(p.scales, q, b);
+    prefetch_block<P::kQuantBytes, panel_scale_bytes<P>()>(p.scales, q, b);
     __m512i w[kGroups];
     P::unpack(q, w);
-    const __m512 dw =
-        _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p.scales + 32 * b)));
+    const __m512 dw = load_dw<P>(p.scales, b);
     for (int c = 0; c < C; ++c) {
       const BlockQ8& xb = x[c][b];
       // Two chains of 4 dependent vpdpbusd per column rather than one of 8:
@@ -108,6 +150,7 @@ void panel_tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) 
 template <class P>
 struct Tiles {
   static constexpr int kMaxCols = kTileColumns;
+  static constexpr size_t kScaleBytes = panel_scale_bytes<P>();
   template <int C>
   static void tile(const PanelSpan& p, const BlockQ8* const* x, float* const* out) {
     panel_tile<P, C>(p, x, out);
@@ -125,7 +168,7 @@ struct GemvGroup {
   static void run(const MatArgs& a, int64_t p0, int64_t stride) {
     const int64_t nb = a.k / kQK;
     const auto* x = reinterpret_cast<const BlockQ8*>(a.x);
-    const PanelGroup<N> group(a, p0, stride);
+    const PanelGroup<N> group(a, p0, stride, panel_scale_bytes<P>());
     __m512 acc[N];
     for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
@@ -136,11 +179,10 @@ struct GemvGroup {
       const __m512 dx = _mm512_set1_ps(xb.d);
       for (int i = 0; i < N; ++i) {
         const uint8_t* q = group.quants[i] + static_cast<size_t>(b) * P::kQuantBytes;
-        prefetch_block<P::kQuantBytes>(group.scales[i], q, b);
+        prefetch_block<P::kQuantBytes, panel_scale_bytes<P>()>(group.scales[i], q, b);
         __m512i w[kGroups];
         P::unpack(q, w);
-        const __m512 dw = _mm512_cvtph_ps(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group.scales[i] + 32 * b)));
+        const __m512 dw = load_dw<P>(group.scales[i], b);
         __m512i s = init, t = _mm512_setzero_si512();
         for (int g = 0; g < kGroups; g += 2) {
           s = _mm512_dpbusd_epi32(s, w[g], xv[g]);
@@ -168,6 +210,9 @@ void mat_iq4_nl_panel(const MatArgs& a) {
 }
 void mat_q8_0_panel(const MatArgs& a) {
   run_gemv_groups<Tiles<PanelQ8_0>, GemvGroup<PanelQ8_0>, kStreams>(a);
+}
+void mat_mxfp4_panel(const MatArgs& a) {
+  run_gemv_groups<Tiles<PanelMXFP4>, GemvGroup<PanelMXFP4>, kStreams>(a);
 }
 
 }  // namespace tessera::cpu::avx512

@@ -1,6 +1,6 @@
 // avx512 tier: AVX-512 F/BW/VL with VNNI. Zmm quantizers and float tiles
 // (4 rows x 6 columns), ymm vpdpbusd for GGUF-layout quants, zmm vpdpbusd
-// panels for repacked Q4_0 / Q8_0.
+// panels for the repacked types.
 #include "cpu/kernels/avx512/intrin.h"
 
 #include "cpu/kernels/avx2/avx2.h"
@@ -29,7 +29,7 @@ extern constinit const Kernels kAvx512Kernels =
         Isa::kAvx512, PanelFns{.q4_0 = avx512::mat_q4_0_panel,
                                .q8_0 = avx512::mat_q8_0_panel,
                                .iq4_nl = avx512::mat_iq4_nl_panel,
-                               .mxfp4 = avx2::mat_mxfp4_panel,
+                               .mxfp4 = avx512::mat_mxfp4_panel,
                                .q2_k = avx512::mat_q2_k_panel,
                                .q3_k = avx512::mat_q3_k_panel,
                                .q4_k = avx512::mat_q4_k_panel,
