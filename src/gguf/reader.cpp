@@ -101,6 +101,19 @@ class Mapping {
 
   std::span<const uint8_t> bytes() const { return {static_cast<const uint8_t*>(addr_), size_}; }
 
+  // Drops this process's pages of the whole pages inside `part` (a span of
+  // the map); the page cache keeps them, and a later read maps them again.
+  void release(std::span<const uint8_t> part) const {
+    if (addr_ == nullptr || part.empty()) return;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<uintptr_t>(part.data());
+    const uintptr_t end = begin + part.size();
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last <= first) return;
+    // Advice only: a failure leaves the pages mapped, which is what not asking does.
+    madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+  }
+
  private:
   void reset() {
     if (addr_ != nullptr) munmap(addr_, size_);
@@ -224,6 +237,10 @@ std::span<const uint8_t> File::tensor_data(const TensorInfo& info) const {
   }
   // The layout check proved data_offset + offset + nbytes <= file size.
   return impl_->bytes.subspan(impl_->data_offset + info.offset, info.nbytes);
+}
+
+void File::release(const TensorInfo& info) const {
+  impl_->mapping.release(tensor_data(info));
 }
 
 }  // namespace tessera::gguf

@@ -307,6 +307,7 @@ void Model::upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
     for (const gguf::TensorInfo* info : sources[i]) {
       const std::span<const uint8_t> bytes = file_.tensor_data(*info);
       t->buffer->set_tensor(*t, bytes.data(), offset, bytes.size());
+      file_.release(*info);  // the copy is the weight now: the map's pages go (peak RSS)
       offset += bytes.size();
       done += bytes.size();
       if (progress) progress(done, file_bytes);

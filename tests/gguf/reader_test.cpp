@@ -286,6 +286,50 @@ TEST(GgufReader, OpenMapsAFile) {
   std::filesystem::remove(path);
 }
 
+// The process's resident pages of its file mappings (VmRSS's file part).
+int64_t rss_file_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("RssFile:", 0) == 0) return std::stoll(line.substr(8));
+  }
+  return -1;
+}
+
+TEST(GgufReader, ReleaseDropsATensorsPagesAndKeepsItsBytes) {
+  constexpr int64_t kFloats = int64_t{4} << 20;  // 16 MiB
+  Bytes b = Bytes().header(1, 0).tensor_info("w", {kFloats}, DType::kF32, 0).pad_to(32);
+  for (int64_t i = 0; i < kFloats; ++i) b.put<float>(static_cast<float>(i % 1000003));
+  const std::filesystem::path path = temp_path("release.gguf");
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(b.data().data()),
+              static_cast<std::streamsize>(b.size()));
+  }
+  const File f = File::open(path);
+  const TensorInfo& w = f.tensors()[0];
+  const auto sum = [&] {
+    const std::span<const uint8_t> data = f.tensor_data(w);
+    double total = 0;
+    for (size_t i = 0; i < data.size(); i += sizeof(float)) {
+      float v;
+      std::memcpy(&v, data.data() + i, sizeof v);
+      total += v;
+    }
+    return total;
+  };
+  const double want = sum();  // every page of the tensor now mapped
+  const int64_t mapped = rss_file_kib();
+  f.release(w);
+  const int64_t released = rss_file_kib();
+  ASSERT_GE(mapped, 0) << "no RssFile in /proc/self/status";
+  EXPECT_GE(mapped - released, 15 * 1024) << "mapped " << mapped << " KiB, after release " << released;
+  EXPECT_EQ(sum(), want);  // the bytes read back from the file
+  f.release(w);            // twice is fine
+  EXPECT_EQ(sum(), want);
+  std::filesystem::remove(path);
+}
+
 TEST(GgufReader, OpenReportsIoAndEmptyFiles) {
   const std::filesystem::path missing = temp_path("missing.gguf");
   Error e = catch_error([&] { File::open(missing); });

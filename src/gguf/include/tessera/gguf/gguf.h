@@ -205,6 +205,12 @@ class File {
   const TensorInfo* find_tensor(std::string_view name) const;  // nullptr when absent
   // The tensor's bytes in the file. `info` must come from this file.
   std::span<const uint8_t> tensor_data(const TensorInfo& info) const;
+  // Tells the kernel this process is done with the tensor's bytes for now:
+  // the whole pages they cover leave the process's memory (the page cache
+  // keeps them), so a loader that copied a tensor does not hold the file
+  // beside its copy. tensor_data(info) stays valid; reading it again maps
+  // the pages back. Nothing for a from_bytes file.
+  void release(const TensorInfo& info) const;
 
  private:
   struct Impl;
