@@ -10,6 +10,8 @@
 // With NP > 1, tg128 is NP sequences generating together (each pass a batch
 // of one token per sequence, every logit out; DEPTH tokens of each first),
 // its t/s their total, as `tessera bench --parallel NP` counts it.
+// With REPS 0 it loads the model, makes a context, decodes one token and
+// exits (bench/load.sh times the whole process: load time to a first token).
 #define _POSIX_C_SOURCE 199309L  // clock_gettime under -std=c11
 
 #include <math.h>
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "llamacpp_bench: bad NP\n");
     return 2;
   }
-  if (threads < 1 || depth < 0 || depth + kPrompt + kGen * np > kTokens || reps < 1 || reps > kMaxReps ||
+  if (threads < 1 || depth < 0 || depth + kPrompt + kGen * np > kTokens || reps < 0 || reps > kMaxReps ||
       np < 1 || np > kMaxSeq) {
     fprintf(stderr, "llamacpp_bench: bad THREADS, DEPTH, REPS or NP\n");
     return 2;
@@ -109,6 +111,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   llama_set_n_threads(ctx, threads, threads);
+  if (reps == 0) {  // load time: one token, then exit
+    llama_token first = 1;
+    if (llama_decode(ctx, llama_batch_get_one(&first, 1)) != 0) return 1;
+    llama_synchronize(ctx);
+    llama_free(ctx);
+    llama_model_free(model);
+    return 0;
+  }
   static llama_token tokens[kTokens];
   srand(1);
   const int n_vocab = llama_vocab_n_tokens(llama_model_get_vocab(model));
