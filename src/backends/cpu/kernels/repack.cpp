@@ -187,8 +187,10 @@ void transfer(const PanelLayout& l, uint8_t* panels, uint8_t* flat, size_t offse
     };
     // A large range (a model's weights) on several threads, in runs of whole
     // panels: the copies, and the first touches of fresh pages (the kernel
-    // zeroes each), were a model load's time, on one core.
-    constexpr size_t kPerThread = size_t{32} << 20;
+    // zeroes each), were a model load's time, on one core. A thread for
+    // each 4 MiB: at 32 MiB a TinyLlama's matrices (23 MiB in F16) went
+    // on one thread (bench/LOG.md, 2026-12-07).
+    constexpr size_t kPerThread = size_t{4} << 20;
     const size_t by_size = whole * row_bytes / kPerThread;
     const auto threads = static_cast<int64_t>(
         std::clamp<size_t>(by_size, 1, std::max(1u, std::thread::hardware_concurrency())));
