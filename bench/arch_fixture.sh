@@ -19,11 +19,7 @@ CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
 NLC_VERSION="${NLC_VERSION:-3.22.1}"
 
 source "$here/bench/llamacpp_fetch.sh"
-exe="$lib/arch_fixture"
-if [[ ! -x "$exe" || "$here/bench/arch_fixture.c" -nt "$exe" || "$here/bench/llamacpp_api.h" -nt "$exe" ]]; then
-  cc -O2 -std=c11 -o "$exe" "$here/bench/arch_fixture.c" -L"$bins" -l:"$llama_so" -l:"$ggml_so" \
-    -l:libggml-base.so -lm -Wl,-rpath,"$bins"
-fi
+exe="$(llamacpp_driver arch_fixture)"
 
 out="$here/tests/fixtures/archs"
 "$BUILD/bin/tessera" synth --shape "$shape" --type f16 --std "$std" --seed "$seed" \

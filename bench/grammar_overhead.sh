@@ -38,11 +38,7 @@ trap 'rm -rf "$work"' EXIT
 
 if [[ "$LLAMACPP" == 1 ]]; then
   source "$here/bench/llamacpp_fetch.sh"
-  exe="$lib/llamacpp_grammar"
-  if [[ ! -x "$exe" || "$here/bench/llamacpp_grammar.c" -nt "$exe" || "$here/bench/llamacpp_api.h" -nt "$exe" ]]; then
-    cc -O2 -std=c11 -o "$exe" "$here/bench/llamacpp_grammar.c" -L"$bins" -l:"$llama_so" -l:"$ggml_so" \
-      -lm -Wl,-rpath,"$bins"
-  fi
+  exe="$(llamacpp_driver llamacpp_grammar)"
   "$tessera" run -m unused --print-grammar -j "$schema" > "$work/schema.gbnf"
 fi
 

@@ -33,11 +33,7 @@ VARIANT="${VARIANT:-}"
 trap 'rm -f "/dev/shm/tessera-llamacpp-$$.gguf"' EXIT
 
 source "$here/bench/llamacpp_fetch.sh"
-exe="$lib/llamacpp_bench"
-if [[ ! -x "$exe" || "$here/bench/llamacpp_bench.c" -nt "$exe" || "$here/bench/llamacpp_api.h" -nt "$exe" ]]; then
-  cc -O2 -std=c11 -o "$exe" "$here/bench/llamacpp_bench.c" -L"$bins" -l:"$llama_so" -l:"$ggml_so" \
-    -lm -Wl,-rpath,"$bins"
-fi
+exe="$(llamacpp_driver llamacpp_bench)"
 
 backend_dir="$bins"
 if [[ -n "$VARIANT" ]]; then

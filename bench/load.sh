@@ -35,11 +35,7 @@ tessera="$BUILD/bin/tessera"
 [[ -x "$tessera" ]] || { echo "bench/load.sh: $tessera not found; build first (make build)" >&2; exit 1; }
 
 source "$here/bench/llamacpp_fetch.sh"
-exe="$lib/llamacpp_bench"
-if [[ ! -x "$exe" || "$here/bench/llamacpp_bench.c" -nt "$exe" || "$here/bench/llamacpp_api.h" -nt "$exe" ]]; then
-  cc -O2 -std=c11 -o "$exe" "$here/bench/llamacpp_bench.c" -L"$bins" -l:"$llama_so" -l:"$ggml_so" \
-    -lm -Wl,-rpath,"$bins"
-fi
+exe="$(llamacpp_driver llamacpp_bench)"
 
 # "SECONDS KIB" of one command: wall time and peak RSS.
 timed() {
@@ -52,6 +48,7 @@ timed() {
 evict() { dd if="$1" iflag=nocache count=0 status=none; }
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 max() { sort -n | tail -1; }
+range() { printf '%s\n' "$@" | sort -n | sed -n '1p;$p' | paste -sd- -; }  # "min-max" of the arguments
 
 echo "# bench/load.sh — $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) logical CPUs;" \
@@ -84,7 +81,6 @@ for type in $TYPES; do
     done
     tm="$(printf '%s\n' "${ts[@]}" | median)"
     lm="$(printf '%s\n' "${ls[@]}" | median)"
-    range() { printf '%s\n' "$@" | sort -n | sed -n '1p;$p' | paste -sd- -; }
     ratio="$(awk -v a="$tm" -v b="$lm" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
     note=""
     [[ "$mode" == cold ]] && note=" (a plain read: $(printf '%s\n' "${rs[@]}" | median) s)"

@@ -31,12 +31,8 @@ NLC_VERSION="${NLC_VERSION:-3.22.1}"
 IMATRIX="${IMATRIX:-1}"
 
 source "$here/bench/llamacpp_fetch.sh"
-exe="$lib/quantize_compare"
-if [[ ! -x "$exe" || "$here/bench/quantize_compare.c" -nt "$exe" ]]; then
-  # -ffp-contract=off: the test rows must be the same floats as in the C++ test.
-  cc -O2 -std=c11 -ffp-contract=off -o "$exe" "$here/bench/quantize_compare.c" -L"$bins" \
-    -l:"$llama_so" -l:"$ggml_so" -l:libggml-base.so -lm -Wl,-rpath,"$bins"
-fi
+# -ffp-contract=off: the test rows must be the same floats as in the C++ test.
+exe="$(llamacpp_driver quantize_compare -ffp-contract=off)"
 
 if [[ "${1:-}" == "--hashes" ]]; then
   exec "$exe" hashes
