@@ -109,11 +109,7 @@ struct PanelIQ4_NL {
 struct PanelMXFP4 {
   static constexpr size_t kQuantBytes = 256;
   static constexpr size_t kScaleBytes = 1;
-  static constexpr std::array<int8_t, 16> kLevels = [] {
-    std::array<int8_t, 16> t{};
-    for (int i = 0; i < 16; ++i) t[i] = static_cast<int8_t>(kvalues_mxfp4[i] + 12);
-    return t;
-  }();
+  static constexpr const std::array<uint8_t, 16>& kLevels = kMxfp4LevelsU8;
   template <int C>
   static void block(const uint8_t* q, int h, const BlockQ8* const* xb, __m256i s32[C]) {
     __m256i s16[C];

@@ -22,11 +22,6 @@ namespace {
 constexpr int kGroups = 8;       // 4-k groups per 32-k block
 constexpr int kTileColumns = 8;  // register tile: 16 rows x 8 columns
 
-inline __m512i iq4nl_table_u8() {
-  return _mm512_broadcast_i32x4(
-      _mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4LevelsU8.data())));
-}
-
 struct PanelQ4_0 {
   static constexpr size_t kQuantBytes = 256;
   static constexpr int kOffset = 8;
@@ -41,34 +36,12 @@ struct PanelQ4_0 {
   }
 };
 
-// IQ4_NL: Q4_0's nibbles, each mapped by vpshufb to its table value + 128
-// (kvalues_iq4nl + 128 in [1, 241]: unsigned, as vpdpbusd wants).
-struct PanelIQ4_NL {
+// Q4_0's nibbles, each mapped by vpshufb to its level in kLevels (unsigned,
+// as vpdpbusd wants; the dot starts at -kOffset x the activation sum).
+template <const std::array<uint8_t, 16>& kLevels, int kLevelsOffset>
+struct PanelNibbleTable {
   static constexpr size_t kQuantBytes = 256;
-  static constexpr int kOffset = kIq4LevelsOffset;
-  static void unpack(const uint8_t* q, __m512i w[kGroups]) {
-    const __m512i m = _mm512_set1_epi8(0x0F);
-    const __m512i table = iq4nl_table_u8();
-    for (int l = 0; l < 4; ++l) {
-      const __m512i v = _mm512_loadu_si512(q + 64 * l);
-      w[l] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, m));
-      w[l + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
-    }
-  }
-};
-
-// MXFP4: Q4_0's nibbles, each mapped by vpshufb to its table value (the
-// doubled e2m1 codes, |w| <= 12) + 12. Its scales are E8M0 bytes, one a row
-// and block (load_dw).
-struct PanelMXFP4 {
-  static constexpr size_t kQuantBytes = 256;
-  static constexpr size_t kScaleBytes = 1;
-  static constexpr int kOffset = 12;
-  static constexpr std::array<uint8_t, 16> kLevels = [] {
-    std::array<uint8_t, 16> t{};
-    for (int i = 0; i < 16; ++i) t[i] = static_cast<uint8_t>(kvalues_mxfp4[i] + kOffset);
-    return t;
-  }();
+  static constexpr int kOffset = kLevelsOffset;
   static void unpack(const uint8_t* q, __m512i w[kGroups]) {
     const __m512i m = _mm512_set1_epi8(0x0F);
     const __m512i table =
@@ -79,6 +52,15 @@ struct PanelMXFP4 {
       w[l + 4] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), m));
     }
   }
+};
+
+// IQ4_NL: kvalues_iq4nl + 128 in [1, 241].
+using PanelIQ4_NL = PanelNibbleTable<kIq4LevelsU8, kIq4LevelsOffset>;
+
+// MXFP4: kvalues_mxfp4 + 12 in [0, 24]; its scales are E8M0 bytes, one a row
+// and block (load_dw).
+struct PanelMXFP4 : PanelNibbleTable<kMxfp4LevelsU8, kMxfp4LevelsOffset> {
+  static constexpr size_t kScaleBytes = 1;
 };
 
 struct PanelQ8_0 {
