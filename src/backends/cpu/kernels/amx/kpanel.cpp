@@ -717,7 +717,7 @@ void gemm(const MatArgs& a) {
 
 void mat_q2_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
-    avx512::mat_q2_k_panel(a);
+    avx512::mat_q2_k_panel_x4(a);
   } else {
     gemm<Q2K>(a);
   }
@@ -725,7 +725,7 @@ void mat_q2_k_panel(const MatArgs& a) {
 
 void mat_q3_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
-    avx512::mat_q3_k_panel(a);
+    avx512::mat_q3_k_panel_x4(a);
   } else {
     gemm<Q3K>(a);
   }
@@ -733,7 +733,7 @@ void mat_q3_k_panel(const MatArgs& a) {
 
 void mat_q4_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
-    avx512::mat_q4_k_panel(a);
+    avx512::mat_q4_k_panel_x4(a);
   } else {
     gemm<Q4KF>(a);
   }
@@ -741,7 +741,7 @@ void mat_q4_k_panel(const MatArgs& a) {
 
 void mat_q5_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
-    avx512::mat_q5_k_panel(a);
+    avx512::mat_q5_k_panel_x4(a);
   } else {
     gemm<Q5KF>(a);
   }
@@ -749,7 +749,7 @@ void mat_q5_k_panel(const MatArgs& a) {
 
 void mat_iq4_xs_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
-    avx512::mat_iq4_xs_panel(a);
+    avx512::mat_iq4_xs_panel_x4(a);
   } else {
     gemm<IQ4XS>(a);
   }
@@ -757,7 +757,7 @@ void mat_iq4_xs_panel(const MatArgs& a) {
 
 void mat_q6_k_panel(const MatArgs& a) {
   if (a.cols < kMinCols || a.k < kQKK) {
-    avx512::mat_q6_k_panel(a);
+    avx512::mat_q6_k_panel_x4(a);
   } else {
     gemm<Q6KFolded>(a);
   }

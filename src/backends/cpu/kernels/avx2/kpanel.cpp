@@ -27,6 +27,7 @@ struct KVec256 {
   static constexpr size_t kGroupBytes = 32, kHalfScaleBytes = 16;
   static constexpr bool kOneLoad = false;  // load_group (x86/kpanels.h)
   static constexpr bool kGfni = false;  // (GFNI is no part of the tier)
+  static constexpr size_t kAhead = 2048;  // GEMV prefetch distance (load_group), two streams
 
   static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
   static I set1(int32_t v) { return _mm256_set1_epi32(v); }

@@ -16,5 +16,12 @@ void mat_q4_k_panel(const MatArgs& a);
 void mat_q5_k_panel(const MatArgs& a);
 void mat_q6_k_panel(const MatArgs& a);
 void mat_iq4_xs_panel(const MatArgs& a);
+// The same with four GEMV streams: the amx tier's (kpanel.cpp says why).
+void mat_q2_k_panel_x4(const MatArgs& a);
+void mat_q3_k_panel_x4(const MatArgs& a);
+void mat_q4_k_panel_x4(const MatArgs& a);
+void mat_q5_k_panel_x4(const MatArgs& a);
+void mat_q6_k_panel_x4(const MatArgs& a);
+void mat_iq4_xs_panel_x4(const MatArgs& a);
 
 }  // namespace tessera::cpu::avx512

@@ -26,6 +26,7 @@ struct KVec512 {
   // Bit moves inside bytes in one vgf2p8affineqb (move_bits in x86/kpanels.h).
   static constexpr bool kOneLoad = true;  // load_group (x86/kpanels.h)
   static constexpr bool kGfni = true;
+  static constexpr size_t kAhead = 4096;  // GEMV prefetch distance (load_group), one stream
   static I affine(I v, uint64_t matrix) {
     return _mm512_gf2p8affine_epi64_epi8(v, _mm512_set1_epi64(static_cast<long long>(matrix)), 0);
   }
@@ -115,11 +116,24 @@ struct KVec512 {
   static void store(float* p, F v) { _mm512_store_ps(p, v); }
 };
 
-// GEMV: four panels at once, as the Q4_0 / Q8_0 panels. GEMM tiles: 16 rows
-// x 8 columns for Q4_K (TinyLlama-shape pp512 with this tier forced, 2
-// threads, alternating: 267-271 tok/s, 257-258 at 4 columns), 4 for Q6_K
-// (whose 4 sums per column and sub-block pair would not fit 8 columns).
-constexpr int kStreams = 4;
+// The amx tier's GEMV (amx/kpanel.cpp): four runs of panels at once, each
+// prefetched 2 KiB ahead, as measured on Sapphire Rapids when the panels came.
+struct KVec512x4 : KVec512 {
+  static constexpr size_t kAhead = 2048;
+};
+
+// GEMV: one run of panels, front to back, prefetched 4 KiB ahead (V::kAhead).
+// On a Zen 5 (cpu_kernels_bench, 2 threads, means of 4 runs alternating with
+// four streams 2 KiB ahead, fraction of the read probe): Q4_K 0.74-0.79 ->
+// 0.81-0.86, Q6_K 0.79-0.82 -> 0.93-0.96, Q5_K 0.67-0.68 -> 0.97-1.05, Q2_K
+// 0.61-0.67 -> 0.73-0.80, Q3_K 0.67-0.68 -> 0.77-0.82, IQ4_XS 0.67-0.69 ->
+// 0.80-0.91. (The Q4_0 / Q8_0 panels read 0.55-0.64 as one stream against
+// 0.84-0.96 as four: panel.cpp keeps four.)
+// GEMM tiles: 16 rows x 8 columns for Q4_K (TinyLlama-shape pp512 with this
+// tier forced, 2 threads, alternating: 267-271 tok/s, 257-258 at 4 columns),
+// 4 for Q6_K (whose 4 sums per column and sub-block pair would not fit 8
+// columns).
+constexpr int kStreams = 1, kAmxStreams = 4;
 constexpr int kQ4KCols = 8, kQ5KCols = 8, kQ6KCols = 4, kIQ4XSCols = 8;
 // Q2_K and Q3_K have Q6_K's 16-element sub-blocks: 4 columns as it.
 constexpr int kQ2KCols = 4, kQ3KCols = 4;
@@ -143,6 +157,25 @@ void avx512::mat_iq4_xs_panel(const MatArgs& a) {
 }
 void avx512::mat_q6_k_panel(const MatArgs& a) {
   KPanelKernel<KVec512, Q6KPanel, kStreams, kQ6KCols>::run(a);
+}
+
+void avx512::mat_q2_k_panel_x4(const MatArgs& a) {
+  KPanelKernel<KVec512x4, Q2KPanel, kAmxStreams, kQ2KCols>::run(a);
+}
+void avx512::mat_q3_k_panel_x4(const MatArgs& a) {
+  KPanelKernel<KVec512x4, Q3KPanel, kAmxStreams, kQ3KCols>::run(a);
+}
+void avx512::mat_q4_k_panel_x4(const MatArgs& a) {
+  KPanelKernel<KVec512x4, Q4KPanel, kAmxStreams, kQ4KCols>::run(a);
+}
+void avx512::mat_q5_k_panel_x4(const MatArgs& a) {
+  KPanelKernel<KVec512x4, Q5KPanel, kAmxStreams, kQ5KCols>::run(a);
+}
+void avx512::mat_iq4_xs_panel_x4(const MatArgs& a) {
+  KPanelKernel<KVec512x4, IQ4XSPanel, kAmxStreams, kIQ4XSCols>::run(a);
+}
+void avx512::mat_q6_k_panel_x4(const MatArgs& a) {
+  KPanelKernel<KVec512x4, Q6KPanel, kAmxStreams, kQ6KCols>::run(a);
 }
 
 }  // namespace tessera::cpu

@@ -34,6 +34,7 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -66,11 +67,12 @@ struct KPanels {
 };
 
 // Software prefetch for a GEMV: each 64-byte group a block loads prefetches
-// the one kKPrefetchAhead bytes further on, so a block's 35 (Q4_K) or 52
-// (Q6_K) prefetches spread over its dots (issued in one burst per block, they
-// took 38% of a cache-warm Q4_K GEMV's samples in perf; from DRAM both read
-// the same, 0.66-0.77 of the probe), and the scales two blocks ahead.
-inline constexpr size_t kKPrefetchAhead = 2048;
+// the one V::kAhead bytes further on (the tier's distance: 2 KiB on avx2,
+// 4 KiB on avx512, whose GEMV reads one stream a thread), so a block's 35
+// (Q4_K) or 52 (Q6_K) prefetches spread over its dots (issued in one burst
+// per block, they took 38% of a cache-warm Q4_K GEMV's samples in perf; from
+// DRAM both read the same, 0.66-0.77 of the probe), and the scales two
+// blocks ahead.
 
 // An accumulator laundered through an empty asm that may change it, so each
 // sum stays one chain: GCC 12 treats integer vector adds as associative and
@@ -92,7 +94,7 @@ template <class T>
 // Cache-warm GEMV, one core of a Zen 5, best of 3 alternating runs: Q2_K to
 // IQ4_XS +11-17% with this and move_bits' GFNI. On avx2 (16 ymm) it cost
 // 4-10% instead: there the memory operands save registers.
-template <class V, bool kPf, size_t kAhead = kKPrefetchAhead>
+template <class V, bool kPf, size_t kAhead = V::kAhead>
 [[gnu::always_inline]] inline typename V::I load_group(const uint8_t* q, int g, int h) {
   typename V::I v = V::load(q + 64 * g + V::kGroupBytes * static_cast<size_t>(h));
   if constexpr (kPf && V::kOneLoad) {
@@ -147,7 +149,7 @@ struct KMinPanel {
   static constexpr bool kBothHalves = V::kHalves == 2 && !kX16 && !kFifth;
   // Prefetch distance: Q5_K's larger blocks (2752 bytes a panel) read best
   // further ahead (cpu_kernels_bench GEMV, as Q6_K's below).
-  static constexpr size_t kAhead = kFifth ? 4096 : kKPrefetchAhead;
+  static constexpr size_t kAhead = kFifth ? std::max<size_t>(4096, V::kAhead) : V::kAhead;
   // Groups per 16-bit dot chain where V's Acc is int16 pairs: 8 Q4_K groups
   // sum to <= 8 * 2 * 15 * 128 = 30720; Q5_K's to 4 * 2 * 31 * 128 = 31744.
   static constexpr int kChain = kFifth ? V::kQ5Chain : 8;
