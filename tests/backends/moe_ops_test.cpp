@@ -80,6 +80,24 @@ TEST_P(MoeOpsTest, MulMatIdRefusesAnExpertIdOutOfRange) {
   }
 }
 
+// One token takes MUL_MAT_ID's one-phase path, where every slot plans.
+TEST_P(MoeOpsTest, MulMatIdRefusesAnExpertIdOutOfRangeInOneToken) {
+  device().set_isa(GetParam());
+  device().set_min_work_per_thread(0);
+  for (DType type : {DType::kQ4_K, DType::kF32}) {
+    SCOPED_TRACE(dtype_name(type));
+    Graph g;
+    Tensor* w = g.new_tensor(type, {256, 32, 4}, "experts");
+    Tensor* x = g.new_tensor(DType::kF32, {256, 1, 1}, "x");
+    Tensor* ids = g.new_tensor(DType::kI32, {2, 1}, "ids");
+    Tensor* out = ops::mul_mat_id(g, w, x, ids);
+    g.expand(out);
+    place(g, {w, x, ids}, w, ids, {3, 7});
+    ASSERT_TRUE(device().supports_op(*out));
+    expect_error(g, "[MUL_MAT_ID] expert id 7 at [1, 0]", "expected 0..3");
+  }
+}
+
 TEST_P(MoeOpsTest, AddIdRefusesARowIdOutOfRange) {
   device().set_isa(GetParam());
   device().set_min_work_per_thread(0);

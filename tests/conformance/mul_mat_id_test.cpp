@@ -46,6 +46,12 @@ std::vector<Case> mul_mat_id_cases(DType type) {
       {"decode", 1, 33, 8, 3, 1, 1},
       // decode, an expert's rows in runs per slot (200 = 12.5 panels: a partial last one)
       {"decode_tall", 1, 200, 6, 2, 1, 1},
+      // decode of the down projection: a row per slot
+      {"decode_rows", 2, 70, 5, 4, 4, 1},
+      // one token picking an expert several times: 6 slots over 2 experts
+      // (columns of one expert side by side), and 20 (more than a GEMV's 8)
+      {"decode_repeats", 1, 150, 2, 6, 1, 1},
+      {"decode_many", 1, 40, 2, 20, 1, 1},
       // prefill: a row per slot; 5 experts over 13 x 3 columns (some have none, some > 8)
       {"prefill", 2, 17, 6, 3, 3, 13},
       // broadcast rows over many tokens: 2 experts take ~80 columns each (> a GEMM chunk of 64)

@@ -9,9 +9,17 @@
 //  phase 1  the columns are converted into the kernel's activation format, in
 //           the plan's order, so each expert's columns lie evenly spaced (the
 //           shape MUL_MAT's kernels take), split over the slots;
-//  phase 2  work items (expert, row block, column block) from the op's
-//           counter: the kernel writes a slot's tile, which is then copied to
-//           the columns' places in dst (one column: straight into dst).
+//  phase 2  work items from the op's counter: for an expert of a few columns
+//           (GEMV-like), 64 weight rows; otherwise a (row block, column block)
+//           GEMM chunk. Slots claim runs of items, each 1 / (2 nth) of those
+//           left, so long runs (a stream the prefetchers keep) come first and
+//           the slots end within about one item of each other; a run crosses
+//           from one expert into the next. The kernel writes a slot's tile,
+//           then copied to the columns' places in dst (one column: straight
+//           into dst).
+// One token (decode) takes one phase: each slot makes the plan and converts
+// the n_used columns itself, into its own copy (microseconds), so no slot
+// waits for another before the items.
 // With no kernel for the weights (the ref tier, or a type without one),
 // phase 1 computes instead: items of 16 weight rows of one expert, each row
 // converted to f32 once and dotted with every column of that expert.
@@ -54,11 +62,18 @@ size_t max_column_bytes(int64_t k) {
                    k % kQKK == 0 ? column_bytes(ActFormat::kQ8K, k) : 0});
 }
 
-// Where each part of the work block lies (bytes from its start).
+// One phase (the fast path, one token): each slot plans and converts alone.
+bool one_phase(const Shape& s, const MatKernel* mk) {
+  return mk != nullptr && s.n_tokens == 1;
+}
+
+// Where each part of the work block lies (bytes from its start): the plan and
+// the converted columns (`copies` of them, `copy` bytes apart: one per slot in
+// one phase), then a tile per slot.
 struct Layout {
-  size_t offsets, items, pairs, act, tiles, total;
+  size_t offsets, items, pairs, act, copy, tiles, total;
 };
-Layout layout_of(const Tensor& node, int nth) {
+Layout layout_of(const Tensor& node, int nth, int copies) {
   const Shape s = shape_of(node);
   const auto ints = [](int64_t n, size_t each) { return round_up(static_cast<size_t>(n) * each, kLine); };
   Layout l{};
@@ -66,7 +81,8 @@ Layout layout_of(const Tensor& node, int nth) {
   l.items = l.offsets + ints(s.n_expert + 1, sizeof(int64_t));
   l.pairs = l.items + ints(s.n_expert + 1, sizeof(int64_t));
   l.act = l.pairs + ints(s.pairs, sizeof(int32_t));
-  l.tiles = l.act + ints(s.pairs, max_column_bytes(s.k));
+  l.copy = l.act + ints(s.pairs, max_column_bytes(s.k));
+  l.tiles = l.copy * static_cast<size_t>(copies);
   const size_t tile = std::max(static_cast<size_t>(kMaxTile) * sizeof(float),
                                static_cast<size_t>(kRefRows + s.k) * sizeof(float));
   l.total = l.tiles + round_up(tile, kLine) * static_cast<size_t>(nth);
@@ -79,25 +95,22 @@ struct Plan {
   int64_t* offsets;
   int64_t* items;
   int32_t* pairs;
+  uint8_t* act;  // the converted columns, in plan order
 };
-Plan plan_of(const OpContext& ctx, const Layout& l) {
-  return {reinterpret_cast<int64_t*>(ctx.work + l.offsets), reinterpret_cast<int64_t*>(ctx.work + l.items),
-          reinterpret_cast<int32_t*>(ctx.work + l.pairs)};
+Plan plan_of(const OpContext& ctx, const Layout& l, int copy) {
+  uint8_t* base = ctx.work + l.copy * static_cast<size_t>(copy);
+  return {reinterpret_cast<int64_t*>(base + l.offsets), reinterpret_cast<int64_t*>(base + l.items),
+          reinterpret_cast<int32_t*>(base + l.pairs), base + l.act};
 }
 
 // How expert columns are cut into work items: rows x cols per item.
 struct Cut {
   int64_t rows, cols;
 };
-Cut cut_for(const MatKernel* mk, int64_t count, int64_t m, int nth) {
+Cut cut_for(const MatKernel* mk, int64_t count) {
   if (mk == nullptr) return {kRefRows, std::max<int64_t>(count, 1)};
-  if (count <= kGemvCols) {
-    // GEMV: an expert's rows in nth long runs, whole panels, so each slot
-    // streams a long stretch of one matrix while the others stream theirs.
-    const int64_t per = (m + nth - 1) / nth;
-    const int64_t rows = std::max(kGemvMinRows, (per + kPanelRows - 1) / kPanelRows * kPanelRows);
-    return {rows, std::max<int64_t>(count, 1)};
-  }
+  // GEMV: 64-row items, claimed in runs (run_items).
+  if (count <= kGemvCols) return {kGemvMinRows, std::max<int64_t>(count, 1)};
   return {std::min(gemm_rows(*mk), kMaxTile / gemm_cols(*mk)), gemm_cols(*mk)};
 }
 int64_t items_for(const Cut& c, int64_t m, int64_t count) {
@@ -121,15 +134,19 @@ bool supports(const Tensor& node) {
 }
 
 size_t work_size(const Tensor& node, int nth) {
-  return layout_of(node, nth).total;
+  // Sized for one phase's per-slot copies whatever the kernels: the device
+  // may pick the tier after sizing.
+  return layout_of(node, nth, shape_of(node).n_tokens == 1 ? nth : 1).total;
 }
 
 int phases(const Tensor& node, int, const Kernels* kernels) {
-  return fast_kernel(kernels, *node.src[0]) != nullptr ? 3 : 2;
+  const MatKernel* mk = fast_kernel(kernels, *node.src[0]);
+  if (one_phase(shape_of(node), mk)) return 1;
+  return mk != nullptr ? 3 : 2;
 }
 
 // Phase 0: checks the ids and writes the plan.
-void make_plan(const Tensor& node, const Plan& p, const MatKernel* mk, int nth) {
+void make_plan(const Tensor& node, const Plan& p, const MatKernel* mk) {
   const Shape s = shape_of(node);
   const Tensor& ids = *node.src[2];
   std::fill(p.offsets, p.offsets + s.n_expert + 1, 0);
@@ -147,7 +164,7 @@ void make_plan(const Tensor& node, const Plan& p, const MatKernel* mk, int nth) 
   p.items[0] = 0;
   for (int64_t e = 0; e < s.n_expert; ++e) {
     const int64_t count = p.offsets[e + 1];
-    p.items[e + 1] = p.items[e] + items_for(cut_for(mk, count, s.m, nth), s.m, count);
+    p.items[e + 1] = p.items[e] + items_for(cut_for(mk, count), s.m, count);
     p.offsets[e + 1] += p.offsets[e];
   }
   // Place the pairs: a running fill per expert, kept in offsets[e] and restored after.
@@ -167,18 +184,18 @@ const float* column_of(const Tensor& x, const Shape& s, int32_t pair) {
   return reinterpret_cast<const float*>(row_ptr(x, slot % s.n_x, t, 0));
 }
 
-// Phase 1 (fast path): the columns in plan order, converted.
-void convert(const Tensor& node, const Plan& p, const Kernels& k, ActFormat act, uint8_t* out,
-             const OpContext& ctx) {
+// Phase 1 (fast path): the columns in plan order, converted; slot ith of nth
+// takes its share (one phase: 0 of 1, every column).
+void convert(const Tensor& node, const Plan& p, const Kernels& k, ActFormat act, int ith, int nth) {
   const Shape s = shape_of(node);
   const Tensor& x = *node.src[1];
   if (act == ActFormat::kF32Groups) {  // per expert: groups of kActGroup columns, k-major
-    const Range r = split_rows(s.n_expert, ctx.ith, ctx.nth);
+    const Range r = split_rows(s.n_expert, ith, nth);
     for (int64_t e = r.begin; e < r.end; ++e) {
       const int64_t first = p.offsets[e], count = p.offsets[e + 1] - first;
       for (int64_t c0 = 0; c0 < count; c0 += kActGroup) {
         const int64_t w = std::min(kActGroup, count - c0);
-        float* dst = reinterpret_cast<float*>(out) + (first + c0) * s.k;
+        float* dst = reinterpret_cast<float*>(p.act) + (first + c0) * s.k;
         for (int64_t c = 0; c < w; ++c) {
           const float* src = column_of(x, s, p.pairs[first + c0 + c]);
           for (int64_t i = 0; i < s.k; ++i) dst[i * w + c] = src[i];
@@ -188,10 +205,14 @@ void convert(const Tensor& node, const Plan& p, const Kernels& k, ActFormat act,
     return;
   }
   const size_t bytes = column_bytes(act, s.k);
-  const Range r = split_rows(s.pairs, ctx.ith, ctx.nth);
+  const Range r = split_rows(s.pairs, ith, nth);
   for (int64_t q = r.begin; q < r.end; ++q) {
+    uint8_t* dst = p.act + static_cast<size_t>(q) * bytes;
+    if (s.n_x == 1 && s.n_tokens == 1 && q > r.begin) {  // every pair reads the same column
+      std::memcpy(dst, p.act + static_cast<size_t>(r.begin) * bytes, bytes);
+      continue;
+    }
     const float* src = column_of(x, s, p.pairs[q]);
-    uint8_t* dst = out + static_cast<size_t>(q) * bytes;
     switch (act) {
       case ActFormat::kF32:
         std::memcpy(dst, src, bytes);
@@ -224,40 +245,73 @@ void scatter(Tensor& node, const Shape& s, const Plan& p, int64_t first, int64_t
   }
 }
 
-// Phase 2 (fast path): items from the counter.
-void run_items(Tensor& node, const Plan& p, const MatKernel& mk, const uint8_t* act, float* tile,
-               const OpContext& ctx) {
-  const Shape s = shape_of(node);
+// Rows [r0, r0 + rows) of expert e against its columns c0 .. c0 + cols.
+void run_block(Tensor& node, const Shape& s, const Plan& p, const MatKernel& mk, int64_t e,
+               int64_t r0, int64_t rows, int64_t c0, int64_t cols, float* tile) {
   const Tensor& w = *node.src[0];
   const size_t bytes = column_bytes(mk.act, s.k);
-  const int64_t total = p.items[s.n_expert];
-  std::atomic<int64_t>& next = *ctx.counter;
-  for (int64_t i = next.fetch_add(1, std::memory_order_relaxed); i < total;
-       i = next.fetch_add(1, std::memory_order_relaxed)) {
-    const int64_t e = expert_of(p, s.n_expert, i);
-    const int64_t first = p.offsets[e], count = p.offsets[e + 1] - first;
-    const Cut cut = cut_for(&mk, count, s.m, ctx.nth);
-    const int64_t row_blocks = (s.m + cut.rows - 1) / cut.rows;
+  const int64_t first = p.offsets[e];
+  MatArgs a;
+  a.k = s.k;
+  a.rows = rows;
+  a.cols = cols;
+  set_weight_rows(w, r0, e, 0, a);
+  a.x = p.act + static_cast<size_t>(first + c0) * bytes;
+  a.x_stride = bytes;
+  const bool direct = cols == 1;
+  if (direct) {
+    const int32_t pair = p.pairs[first + c0];
+    a.out = reinterpret_cast<float*>(element_ptr(node, r0, pair % s.n_used, pair / s.n_used, 0));
+    a.out_stride = node.nb[1];
+  } else {
+    a.out = tile;
+    a.out_stride = static_cast<size_t>(rows) * sizeof(float);
+  }
+  mk.run(a);
+  if (!direct) scatter(node, s, p, first + c0, r0, rows, cols, tile);
+}
+
+// Items [i, end) of expert e's, all within it.
+void run_span(Tensor& node, const Shape& s, const Plan& p, const MatKernel& mk, int64_t e, int64_t i,
+              int64_t end, float* tile) {
+  const int64_t count = p.offsets[e + 1] - p.offsets[e];
+  const Cut cut = cut_for(&mk, count);
+  const int64_t row_blocks = (s.m + cut.rows - 1) / cut.rows;
+  if (count <= kGemvCols) {  // one column block: the items' rows are one run
+    const int64_t r0 = (i - p.items[e]) * cut.rows;
+    const int64_t r1 = std::min((end - p.items[e]) * cut.rows, s.m);
+    // Rows a tile holds, whole items (a run starts on a panel).
+    const int64_t step = count == 1 ? r1 - r0 : kMaxTile / count / cut.rows * cut.rows;
+    for (int64_t r = r0; r < r1; r += step) {
+      run_block(node, s, p, mk, e, r, std::min(step, r1 - r), 0, count, tile);
+    }
+    return;
+  }
+  for (; i < end; ++i) {
     const int64_t local = i - p.items[e];
     const int64_t r0 = local % row_blocks * cut.rows, c0 = local / row_blocks * cut.cols;
-    MatArgs a;
-    a.k = s.k;
-    a.rows = std::min(cut.rows, s.m - r0);
-    a.cols = std::min(cut.cols, count - c0);
-    set_weight_rows(w, r0, e, 0, a);
-    a.x = act + static_cast<size_t>(first + c0) * bytes;
-    a.x_stride = bytes;
-    const bool direct = a.cols == 1;
-    if (direct) {
-      const int32_t pair = p.pairs[first + c0];
-      a.out = reinterpret_cast<float*>(element_ptr(node, r0, pair % s.n_used, pair / s.n_used, 0));
-      a.out_stride = node.nb[1];
-    } else {
-      a.out = tile;
-      a.out_stride = static_cast<size_t>(a.rows) * sizeof(float);
+    run_block(node, s, p, mk, e, r0, std::min(cut.rows, s.m - r0), c0,
+              std::min(cut.cols, count - c0), tile);
+  }
+}
+
+// Phase 2 (fast path): runs of items from the counter, each 1 / (2 nth) of
+// the items left (at least one).
+void run_items(Tensor& node, const Plan& p, const MatKernel& mk, float* tile, const OpContext& ctx) {
+  const Shape s = shape_of(node);
+  const int64_t total = p.items[s.n_expert];
+  std::atomic<int64_t>& next = *ctx.counter;
+  int64_t start = next.load(std::memory_order_relaxed);
+  while (start < total) {
+    const int64_t take = std::max<int64_t>(1, (total - start) / (2 * ctx.nth));
+    if (!next.compare_exchange_weak(start, start + take, std::memory_order_relaxed)) continue;
+    for (int64_t i = start; i < start + take;) {
+      const int64_t e = expert_of(p, s.n_expert, i);
+      const int64_t end = std::min(start + take, p.items[e + 1]);
+      run_span(node, s, p, mk, e, i, end, tile);
+      i = end;
     }
-    mk.run(a);
-    if (!direct) scatter(node, s, p, first + c0, r0, a.rows, a.cols, tile);
+    start = next.load(std::memory_order_relaxed);
   }
 }
 
@@ -286,21 +340,28 @@ void compute_ref(Tensor& node, const Plan& p, float* wrow, const OpContext& ctx)
 }
 
 void compute(Tensor& node, const OpContext& ctx) {
-  const Layout l = layout_of(node, ctx.nth);
-  const Plan p = plan_of(ctx, l);
   const MatKernel* mk = fast_kernel(ctx.kernels, *node.src[0]);
-  if (ctx.phase == 0) {
-    if (ctx.ith == 0) make_plan(node, p, mk, ctx.nth);
-    return;
-  }
+  const bool alone = one_phase(shape_of(node), mk);
+  const Layout l = layout_of(node, ctx.nth, alone ? ctx.nth : 1);
+  const Plan p = plan_of(ctx, l, alone ? ctx.ith : 0);
   const size_t tile_bytes = (l.total - l.tiles) / static_cast<size_t>(ctx.nth);
   float* tile = reinterpret_cast<float*>(ctx.work + l.tiles + tile_bytes * static_cast<size_t>(ctx.ith));
+  if (alone) {
+    make_plan(node, p, mk);
+    convert(node, p, *ctx.kernels, mk->act, 0, 1);
+    run_items(node, p, *mk, tile, ctx);
+    return;
+  }
+  if (ctx.phase == 0) {
+    if (ctx.ith == 0) make_plan(node, p, mk);
+    return;
+  }
   if (mk == nullptr) {
     compute_ref(node, p, tile, ctx);
   } else if (ctx.phase == 1) {
-    convert(node, p, *ctx.kernels, mk->act, ctx.work + l.act, ctx);
+    convert(node, p, *ctx.kernels, mk->act, ctx.ith, ctx.nth);
   } else {
-    run_items(node, p, *mk, ctx.work + l.act, tile, ctx);
+    run_items(node, p, *mk, tile, ctx);
   }
 }
 
