@@ -40,7 +40,6 @@ using namespace matmul;
 
 constexpr int64_t kRefRows = 16;                      // weight rows per item of the ref path
 constexpr int64_t kMaxTile = int64_t{256} * 256;      // floats: the largest GEMM chunk a kernel asks for
-constexpr int64_t kGemvTile = kGemvMinRows * kGemvCols;
 
 struct Shape {
   int64_t k, m, n_expert, n_used, n_x, n_tokens, pairs;
