@@ -58,8 +58,26 @@ class MoeOpsTest : public ::testing::TestWithParam<Isa> {
     }
   }
 
+  void expect_bad_id(DType type, int64_t k, int64_t tokens, const std::vector<int32_t>& ids_values,
+                     const std::string& prefix);
+
   std::vector<std::unique_ptr<Buffer>> buffers_;
 };
+
+// MUL_MAT_ID over 4 experts of `type` (k columns, 32 rows) for `tokens`
+// tokens of 2 slots each, given ids: compute must fail with `prefix`.
+void MoeOpsTest::expect_bad_id(DType type, int64_t k, int64_t tokens, const std::vector<int32_t>& ids_values,
+                               const std::string& prefix) {
+  Graph g;
+  Tensor* w = g.new_tensor(type, {k, 32, 4}, "experts");
+  Tensor* x = g.new_tensor(DType::kF32, {k, 1, tokens}, "x");
+  Tensor* ids = g.new_tensor(DType::kI32, {2, tokens}, "ids");
+  Tensor* out = ops::mul_mat_id(g, w, x, ids);
+  g.expand(out);
+  place(g, {w, x, ids}, w, ids, ids_values);
+  ASSERT_TRUE(device().supports_op(*out));
+  expect_error(g, prefix, "expected 0..3");
+}
 
 TEST_P(MoeOpsTest, MulMatIdRefusesAnExpertIdOutOfRange) {
   device().set_isa(GetParam());
@@ -67,15 +85,8 @@ TEST_P(MoeOpsTest, MulMatIdRefusesAnExpertIdOutOfRange) {
   for (DType type : {DType::kQ4_0, DType::kF32}) {
     for (int32_t bad : {4, -1, 1 << 30}) {
       SCOPED_TRACE(::testing::Message() << dtype_name(type) << " id " << bad);
-      Graph g;
-      Tensor* w = g.new_tensor(type, {64, 32, 4}, "experts");
-      Tensor* x = g.new_tensor(DType::kF32, {64, 1, 3}, "x");
-      Tensor* ids = g.new_tensor(DType::kI32, {2, 3}, "ids");
-      Tensor* out = ops::mul_mat_id(g, w, x, ids);
-      g.expand(out);
-      place(g, {w, x, ids}, w, ids, {0, 1, 2, 3, bad, 0});
-      ASSERT_TRUE(device().supports_op(*out));
-      expect_error(g, "[MUL_MAT_ID] expert id " + std::to_string(bad) + " at [0, 2]", "expected 0..3");
+      expect_bad_id(type, 64, 3, {0, 1, 2, 3, bad, 0},
+                    "[MUL_MAT_ID] expert id " + std::to_string(bad) + " at [0, 2]");
     }
   }
 }
@@ -86,15 +97,7 @@ TEST_P(MoeOpsTest, MulMatIdRefusesAnExpertIdOutOfRangeInOneToken) {
   device().set_min_work_per_thread(0);
   for (DType type : {DType::kQ4_K, DType::kF32}) {
     SCOPED_TRACE(dtype_name(type));
-    Graph g;
-    Tensor* w = g.new_tensor(type, {256, 32, 4}, "experts");
-    Tensor* x = g.new_tensor(DType::kF32, {256, 1, 1}, "x");
-    Tensor* ids = g.new_tensor(DType::kI32, {2, 1}, "ids");
-    Tensor* out = ops::mul_mat_id(g, w, x, ids);
-    g.expand(out);
-    place(g, {w, x, ids}, w, ids, {3, 7});
-    ASSERT_TRUE(device().supports_op(*out));
-    expect_error(g, "[MUL_MAT_ID] expert id 7 at [1, 0]", "expected 0..3");
+    expect_bad_id(type, 256, 1, {3, 7}, "[MUL_MAT_ID] expert id 7 at [1, 0]");
   }
 }
 

@@ -61,10 +61,10 @@ size_t max_column_bytes(int64_t k) {
                    k % kQKK == 0 ? column_bytes(ActFormat::kQ8K, k) : 0});
 }
 
-// One phase (the fast path, one token): each slot plans and converts alone.
-bool one_phase(const Shape& s, const MatKernel* mk) {
-  return mk != nullptr && s.n_tokens == 1;
-}
+// One token: the fast path takes one phase, each slot planning and
+// converting alone into its own copy of the plan.
+bool one_token(const Shape& s) { return s.n_tokens == 1; }
+bool one_phase(const Shape& s, const MatKernel* mk) { return mk != nullptr && one_token(s); }
 
 // Where each part of the work block lies (bytes from its start): the plan and
 // the converted columns (`copies` of them, `copy` bytes apart: one per slot in
@@ -135,7 +135,7 @@ bool supports(const Tensor& node) {
 size_t work_size(const Tensor& node, int nth) {
   // Sized for one phase's per-slot copies whatever the kernels: the device
   // may pick the tier after sizing.
-  return layout_of(node, nth, shape_of(node).n_tokens == 1 ? nth : 1).total;
+  return layout_of(node, nth, one_token(shape_of(node)) ? nth : 1).total;
 }
 
 int phases(const Tensor& node, int, const Kernels* kernels) {
@@ -207,7 +207,7 @@ void convert(const Tensor& node, const Plan& p, const Kernels& k, ActFormat act,
   const Range r = split_rows(s.pairs, ith, nth);
   for (int64_t q = r.begin; q < r.end; ++q) {
     uint8_t* dst = p.act + static_cast<size_t>(q) * bytes;
-    if (s.n_x == 1 && s.n_tokens == 1 && q > r.begin) {  // every pair reads the same column
+    if (s.n_x == 1 && one_token(s) && q > r.begin) {  // every pair reads the same column
       std::memcpy(dst, p.act + static_cast<size_t>(r.begin) * bytes, bytes);
       continue;
     }
@@ -275,7 +275,6 @@ void run_span(Tensor& node, const Shape& s, const Plan& p, const MatKernel& mk, 
               int64_t end, float* tile) {
   const int64_t count = p.offsets[e + 1] - p.offsets[e];
   const Cut cut = cut_for(&mk, count);
-  const int64_t row_blocks = (s.m + cut.rows - 1) / cut.rows;
   if (count <= kGemvCols) {  // one column block: the items' rows are one run
     const int64_t r0 = (i - p.items[e]) * cut.rows;
     const int64_t r1 = std::min((end - p.items[e]) * cut.rows, s.m);
@@ -286,6 +285,7 @@ void run_span(Tensor& node, const Shape& s, const Plan& p, const MatKernel& mk, 
     }
     return;
   }
+  const int64_t row_blocks = (s.m + cut.rows - 1) / cut.rows;
   for (; i < end; ++i) {
     const int64_t local = i - p.items[e];
     const int64_t r0 = local % row_blocks * cut.rows, c0 = local / row_blocks * cut.cols;
