@@ -92,27 +92,34 @@ void copy_tensor(const Tensor& src, Tensor& dst) {
   }
 }
 
+std::vector<BufferPlan> plan_buffers(std::span<const TensorPlacement> tensors) {
+  std::vector<BufferPlan> plans;
+  for (const TensorPlacement& p : tensors) {
+    auto plan = std::find_if(plans.begin(), plans.end(),
+                             [&](const BufferPlan& b) { return b.type == p.type; });
+    if (plan == plans.end()) plan = plans.insert(plans.end(), BufferPlan{.type = p.type});
+    const size_t align = p.type->alignment();
+    plan->tensors.emplace_back(p.tensor, plan->size);
+    plan->size += (p.type->alloc_size(*p.tensor) + align - 1) / align * align;
+  }
+  return plans;
+}
+
+void place_tensors(Buffer& buffer, const BufferPlan& plan) {
+  TESSERA_CHECK(&buffer.type() == plan.type && buffer.size() >= plan.size,
+                "a plan of {} bytes of {} placed in {} bytes of {}", plan.size, plan.type->name(),
+                buffer.size(), buffer.type().name());
+  for (const auto& [t, offset] : plan.tensors) buffer.place(*t, offset);
+}
+
 std::vector<std::unique_ptr<Buffer>> pack_tensors(std::span<const TensorPlacement> tensors,
                                                   BufferUsage usage, std::optional<uint8_t> fill) {
-  std::vector<BufferType*> types;
-  for (const TensorPlacement& p : tensors) {
-    if (std::find(types.begin(), types.end(), p.type) == types.end()) types.push_back(p.type);
-  }
   std::vector<std::unique_ptr<Buffer>> buffers;
-  std::vector<std::pair<Tensor*, size_t>> offsets;
-  for (BufferType* type : types) {
-    const size_t align = type->alignment();
-    size_t size = 0;
-    offsets.clear();
-    for (const TensorPlacement& p : tensors) {
-      if (p.type != type) continue;
-      offsets.emplace_back(p.tensor, size);
-      size += (type->alloc_size(*p.tensor) + align - 1) / align * align;
-    }
-    auto buffer = type->allocate(size);
+  for (const BufferPlan& plan : plan_buffers(tensors)) {
+    auto buffer = plan.type->allocate(plan.size);
     buffer->set_usage(usage);
     if (fill) buffer->clear(*fill);
-    for (auto& [t, offset] : offsets) buffer->place(*t, offset);
+    place_tensors(*buffer, plan);
     buffers.push_back(std::move(buffer));
   }
   return buffers;

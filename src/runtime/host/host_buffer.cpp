@@ -1,6 +1,9 @@
 #include "tessera/runtime/host_buffer.h"
 
+#include <cstdint>
 #include <cstring>
+
+#include "tessera/core/error.h"
 
 #include "tessera/runtime/device.h"
 #include "tessera/runtime/host_memory.h"
@@ -11,10 +14,22 @@ std::unique_ptr<Buffer> HostBufferType::allocate(size_t bytes) {
   return std::make_unique<HostBuffer>(*this, bytes);
 }
 
+std::unique_ptr<Buffer> HostBufferType::wrap(void* base, size_t bytes, std::shared_ptr<void> keep) {
+  return std::make_unique<HostBuffer>(*this, base, bytes, std::move(keep));
+}
+
 HostBuffer::HostBuffer(BufferType& type, size_t size)
     : Buffer(type, host_allocate(size, HostBufferType::kAlignment, type.device().name()), size) {}
 
-HostBuffer::~HostBuffer() { host_release(base(), size()); }
+HostBuffer::HostBuffer(BufferType& type, void* base, size_t size, std::shared_ptr<void> keep)
+    : Buffer(type, base, size), keep_(std::move(keep)) {
+  TESSERA_CHECK(keep_ != nullptr && reinterpret_cast<uintptr_t>(base) % HostBufferType::kAlignment == 0,
+                "wrapped host memory must be held and aligned to {}", HostBufferType::kAlignment);
+}
+
+HostBuffer::~HostBuffer() {
+  if (keep_ == nullptr) host_release(base(), size());
+}
 
 bool HostBuffer::copy_tensor(const Tensor& src, Tensor& dst) {
   if (src.buffer == nullptr || !src.buffer->is_host()) return false;

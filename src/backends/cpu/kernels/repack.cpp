@@ -232,7 +232,16 @@ class CpuWeightsBuffer final : public Buffer {
       : Buffer(type,
                host::host_allocate(size, CpuWeightsBufferType::kAlignment, type.device().name()),
                size) {}
-  ~CpuWeightsBuffer() override { host::host_release(base(), size()); }
+  CpuWeightsBuffer(BufferType& type, void* base, size_t size, std::shared_ptr<void> keep)
+      : Buffer(type, base, size), keep_(std::move(keep)) {
+    TESSERA_CHECK(keep_ != nullptr &&
+                      reinterpret_cast<uintptr_t>(base) % CpuWeightsBufferType::kAlignment == 0,
+                  "wrapped weights memory must be held and aligned to {}",
+                  CpuWeightsBufferType::kAlignment);
+  }
+  ~CpuWeightsBuffer() override {
+    if (keep_ == nullptr) host::host_release(base(), size());
+  }
 
   // Every byte reads back as value: a memset, then Q6_K's re-encoded
   // triples (panel_groups.h) written as (value, value, value) encodes.
@@ -288,6 +297,7 @@ class CpuWeightsBuffer final : public Buffer {
   }
 
   std::vector<std::pair<uint8_t*, PanelLayout>> q6k_tensors_;  // what clear() re-encodes
+  std::shared_ptr<void> keep_;  // wrapped memory (a mapped weights image); null: our own
 };
 
 }  // namespace
@@ -364,6 +374,11 @@ size_t CpuWeightsBufferType::alloc_size(const Tensor& t) const {
 
 std::unique_ptr<Buffer> CpuWeightsBufferType::allocate(size_t bytes) {
   return std::make_unique<CpuWeightsBuffer>(*this, bytes);
+}
+
+std::unique_ptr<Buffer> CpuWeightsBufferType::wrap(void* base, size_t bytes,
+                                                   std::shared_ptr<void> keep) {
+  return std::make_unique<CpuWeightsBuffer>(*this, base, bytes, std::move(keep));
 }
 
 const Tensor& storage_of(const Tensor& t) {

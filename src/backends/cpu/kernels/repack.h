@@ -102,6 +102,8 @@ class CpuWeightsBufferType final : public BufferType {
   size_t alloc_size(const Tensor& t) const override;  // padded rows for panels
   bool is_host() const override { return false; }
   std::unique_ptr<Buffer> allocate(size_t bytes) override;
+  // Panels already in place (a weights image mapped from a file).
+  std::unique_ptr<Buffer> wrap(void* base, size_t bytes, std::shared_ptr<void> keep) override;
 
  private:
   Device& device_;

@@ -46,6 +46,15 @@ class BufferType {
   // Allocates `bytes` (0 is allowed). Throws Error(kOutOfMemory) naming the
   // device, the bytes asked and the bytes free.
   virtual std::unique_ptr<Buffer> allocate(size_t bytes) = 0;
+  // A buffer of this type over `bytes` of host memory at `base` that the
+  // caller provides (aligned to alignment(), e.g. a file mapped into memory),
+  // read and written in this type's layout; `keep` is held as long as the
+  // buffer and frees that memory. nullptr: this type's memory is not host
+  // memory (a device's), and it cannot.
+  virtual std::unique_ptr<Buffer> wrap(void* /*base*/, size_t /*bytes*/,
+                                       std::shared_ptr<void> /*keep*/) {
+    return nullptr;
+  }
 };
 
 class Buffer {
@@ -112,5 +121,16 @@ struct TensorPlacement {
 std::vector<std::unique_ptr<Buffer>> pack_tensors(std::span<const TensorPlacement> tensors,
                                                   BufferUsage usage,
                                                   std::optional<uint8_t> fill = std::nullopt);
+
+// pack_tensors in two steps, for a caller that provides the memory itself
+// (BufferType::wrap): the buffers' types, sizes and tensor offsets, then
+// placing a plan's tensors in a buffer of at least its size.
+struct BufferPlan {
+  BufferType* type = nullptr;
+  size_t size = 0;
+  std::vector<std::pair<Tensor*, size_t>> tensors;  // (tensor, offset), in order
+};
+std::vector<BufferPlan> plan_buffers(std::span<const TensorPlacement> tensors);
+void place_tensors(Buffer& buffer, const BufferPlan& plan);
 
 }  // namespace tessera
