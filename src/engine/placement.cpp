@@ -132,6 +132,8 @@ std::unique_ptr<Model> load_model(Runtime& runtime, const std::filesystem::path&
   mo.n_cpu_moe = options.n_cpu_moe;
   if (options.pipeline != nullptr) mo.stage = options.pipeline->range();
   mo.progress = std::move(progress);
+  mo.weights_cache = options.weights_cache;
+  mo.weights_cache_min_bytes = options.weights_cache_min_bytes;
   auto model = Model::load(runtime, path, mo);
   if (placement != nullptr) *placement = std::move(p);
   return model;

@@ -11,6 +11,8 @@
 #include "tessera/core/error.h"
 #include "tessera/models/model.h"
 
+#include "weights_image.h"
+
 namespace tessera {
 namespace {
 
@@ -36,7 +38,7 @@ std::unique_ptr<Model> Model::load(Runtime& runtime, const std::filesystem::path
   std::unique_ptr<Model> model(new Model(runtime, gguf::File::open(path)));
   model->create_tensors();
   model->keep_stage(options);
-  model->place_weights(options);
+  model->place_weights(options, path);
   return model;
 }
 
@@ -200,7 +202,7 @@ void Model::fuse_projections(LayerWeights& l, int64_t il) {
 // Loading places the weights in four named steps: assign each weight a
 // device, fuse the projections of CPU layers, pack the weights into one
 // buffer per buffer type, upload the bytes from the file.
-void Model::place_weights(const ModelOptions& options) {
+void Model::place_weights(const ModelOptions& options, const std::filesystem::path& path) {
   assign_devices(options);
   if (options.fuse_projections) {
     for (int64_t i = 0; i < hparams_.n_layer; ++i) {
@@ -209,8 +211,22 @@ void Model::place_weights(const ModelOptions& options) {
     }
   }
   const std::vector<std::pair<Tensor*, Device*>> plan = weight_plan();
-  pack_weights(plan);
+  const std::unique_ptr<WeightsImage> image = pack_weights(plan, options, path);
   upload_weights(plan, options.progress);
+  if (image != nullptr) {
+    std::vector<const Buffer*> host;
+    for (const auto& b : buffers_) {
+      if (&b->device() == cpu_) host.push_back(b.get());
+    }
+    std::string why;
+    try {
+      if (!image->write(host, options.weights_cache_keep_free, &why)) {
+        image_use_ = {.state = WeightsImageUse::State::kFailed, .path = image->path(), .reason = why};
+      }
+    } catch (const std::exception& e) {
+      image_use_ = {.state = WeightsImageUse::State::kFailed, .path = image->path(), .reason = e.what()};
+    }
+  }
 }
 
 void Model::assign_devices(const ModelOptions& options) {
@@ -281,30 +297,121 @@ std::vector<std::pair<Tensor*, Device*>> Model::weight_plan() {
   return plan;
 }
 
-void Model::pack_weights(const std::vector<std::pair<Tensor*, Device*>>& plan) {
+// One buffer per buffer type. Those in this process's memory (the CPU's) are
+// mapped from a weights image when options name a directory and a valid one
+// is there (weights_image.h); else they are allocated, and place_weights
+// writes the image once upload_weights has filled them.
+std::unique_ptr<WeightsImage> Model::pack_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
+                                                  const ModelOptions& options,
+                                                  const std::filesystem::path& path) {
   std::vector<TensorPlacement> placed;
   for (auto& [t, d] : plan) placed.push_back({t, &d->weights_buffer_type(*t)});
-  buffers_ = pack_tensors(placed, BufferUsage::kWeights);
+  const std::vector<BufferPlan> plans = plan_buffers(placed);
+  std::vector<BufferPlan> host;
+  std::vector<size_t> host_at;  // their places in plans
+  uint64_t host_bytes = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (&plans[i].type->device() != cpu_) continue;
+    host.push_back(plans[i]);
+    host_at.push_back(i);
+    host_bytes += plans[i].size;
+  }
+  buffers_.clear();
+  buffers_.resize(plans.size());
+  image_use_ = {};
+  std::unique_ptr<WeightsImage> to_write;
+  if (!options.weights_cache.empty() && !host.empty() && host_bytes >= options.weights_cache_min_bytes) {
+    using State = WeightsImageUse::State;
+    auto unplace = [&] {
+      for (const BufferPlan& p : host) {
+        for (const auto& [t, offset] : p.tensors) t->data = nullptr, t->buffer = nullptr;
+      }
+    };
+    try {
+      auto image = std::make_unique<WeightsImage>(options.weights_cache, path, host);
+      std::string why;
+      std::vector<std::unique_ptr<Buffer>> got = image->map(&why);
+      for (size_t k = 0; k < got.size(); ++k) {
+        if (rows_match_file(*got[k], host[k])) continue;
+        got.clear();
+        unplace();
+        image->discard();
+        why = "its rows differ from the model file's";
+      }
+      if (!got.empty()) {
+        image_use_ = {.state = State::kMapped, .path = image->path(), .bytes = image->bytes()};
+        for (size_t k = 0; k < got.size(); ++k) buffers_[host_at[k]] = std::move(got[k]);
+      } else {
+        // Loaded as without an image, then written (place_weights).
+        image_use_ = {.state = State::kWritten, .path = image->path(), .bytes = image->bytes(), .reason = why};
+        to_write = std::move(image);
+      }
+    } catch (const std::exception& e) {
+      for (size_t i : host_at) buffers_[i].reset();
+      unplace();
+      to_write.reset();
+      image_use_ = {.state = State::kFailed, .path = options.weights_cache, .reason = e.what()};
+    }
+  }
   weight_bytes_ = 0;
-  for (const auto& b : buffers_) weight_bytes_ += b->size();
+  for (size_t i = 0; i < plans.size(); ++i) {
+    if (buffers_[i] == nullptr) {
+      buffers_[i] = plans[i].type->allocate(plans[i].size);
+      buffers_[i]->set_usage(BufferUsage::kWeights);
+      place_tensors(*buffers_[i], plans[i]);
+    }
+    weight_bytes_ += buffers_[i]->size();
+  }
+  return to_write;
 }
 
-// Each weight's GGUF tensors, once: itself, or a fused weight's parts in row order.
+std::vector<const gguf::TensorInfo*> Model::sources_of(const Tensor* t) const {
+  const auto fused =
+      std::find_if(fused_.begin(), fused_.end(), [t](const auto& f) { return f.first == t; });
+  return fused != fused_.end() ? fused->second : std::vector{file_.find_tensor(t->name)};
+}
+
+// Each tensor's first and last rows of each of its GGUF tensors, read back
+// from `buffer` (unpacked from the panels), equal the file's.
+bool Model::rows_match_file(const Buffer& buffer, const BufferPlan& plan) const {
+  std::vector<uint8_t> got;
+  for (const auto& [t, at] : plan.tensors) {
+    size_t offset = 0;
+    for (const gguf::TensorInfo* info : sources_of(t)) {
+      if (info == nullptr) return false;
+      const std::span<const uint8_t> bytes = file_.tensor_data(*info);
+      const size_t row = std::min<size_t>(t->nb[1], bytes.size());
+      got.resize(row);
+      for (const size_t from : {size_t{0}, bytes.size() - row}) {
+        buffer.get_tensor(*t, got.data(), offset + from, row);
+        if (std::memcmp(got.data(), bytes.data() + from, row) != 0) return false;
+      }
+      file_.release(*info);
+      offset += bytes.size();
+    }
+  }
+  return true;
+}
+
+// Each weight's GGUF tensors, once: itself, or a fused weight's parts in row
+// order. Weights mapped from an image are there already.
 void Model::upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
                            const std::function<void(uint64_t, uint64_t)>& progress) {
   std::vector<std::vector<const gguf::TensorInfo*>> sources;
   uint64_t done = 0, file_bytes = 0;
   for (auto& [t, dev] : plan) {
-    const auto fused = std::find_if(fused_.begin(), fused_.end(),
-                                    [t = t](const auto& f) { return f.first == t; });
-    sources.push_back(fused != fused_.end() ? fused->second
-                                            : std::vector{file_.find_tensor(t->name)});
+    sources.push_back(sources_of(t));
     for (const gguf::TensorInfo* info : sources.back()) file_bytes += info->nbytes;
   }
+  const bool mapped = image_use_.state == WeightsImageUse::State::kMapped;
   for (size_t i = 0; i < plan.size(); ++i) {
     Tensor* t = plan[i].first;
     size_t offset = 0;
     for (const gguf::TensorInfo* info : sources[i]) {
+      if (mapped && &t->buffer->device() == cpu_) {
+        done += info->nbytes;
+        continue;
+      }
       const std::span<const uint8_t> bytes = file_.tensor_data(*info);
       t->buffer->set_tensor(*t, bytes.data(), offset, bytes.size());
       file_.release(*info);  // the copy is the weight now: the map's pages go (peak RSS)
@@ -313,6 +420,7 @@ void Model::upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
       if (progress) progress(done, file_bytes);
     }
   }
+  if (progress && mapped) progress(file_bytes, file_bytes);
 }
 
 std::vector<Device*> Model::devices() const {

@@ -33,6 +33,10 @@ struct PlacementOptions {
   // Load only this stage of a model split across processes (pipeline.h);
   // the GPU takes the last layers of the stage's range. Null: the whole model.
   std::shared_ptr<Pipeline> pipeline;
+  // Not placement, but what load_model passes on to the loader with it:
+  // ModelOptions::weights_cache (a directory of weights images; empty: none).
+  std::filesystem::path weights_cache;
+  uint64_t weights_cache_min_bytes = uint64_t{64} << 20;
 };
 
 struct Placement {

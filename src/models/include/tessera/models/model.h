@@ -268,6 +268,29 @@ struct ModelOptions {
   // (and the token embedding on the first stage, the output norm and head on
   // the last). Empty: the whole model.
   std::optional<LayerRange> stage;
+  // A directory of weights images (docs/loading.md): the weights the CPU
+  // holds, in its kernels' layout, written there on a first load and mapped
+  // from there on later loads of the same file with the same placement.
+  // Empty: none. Models whose CPU weights come to less than
+  // weights_cache_min_bytes get no image; writing one keeps
+  // weights_cache_keep_free bytes free on its disk.
+  std::filesystem::path weights_cache;
+  uint64_t weights_cache_min_bytes = uint64_t{64} << 20;
+  uint64_t weights_cache_keep_free = uint64_t{2} << 30;
+};
+
+// What the weights image did at load (ModelOptions::weights_cache).
+struct WeightsImageUse {
+  enum class State {
+    kNone,     // no directory, or the weights below the minimum
+    kMapped,   // the weights were mapped from `path`
+    kWritten,  // the weights were loaded and written to `path`
+    kFailed,   // no image used or written: `reason`
+  };
+  State state = State::kNone;
+  std::filesystem::path path;
+  uint64_t bytes = 0;
+  std::string reason;  // kFailed: why; kWritten: why an image there was not used, if one was
 };
 
 class Model {
@@ -311,18 +334,24 @@ class Model {
   // scheduler priority order (CPU last).
   std::vector<Device*> devices() const;
   uint64_t weight_bytes() const { return weight_bytes_; }
+  const WeightsImageUse& weights_image() const { return image_use_; }
 
  private:
   Model(Runtime& runtime, gguf::File file);
   void create_tensors();
-  void place_weights(const ModelOptions& options);
+  void place_weights(const ModelOptions& options, const std::filesystem::path& path);
   void assign_devices(const ModelOptions& options);
   void keep_stage(const ModelOptions& options);
   void fuse_projections(LayerWeights& l, int64_t il);
   std::vector<std::pair<Tensor*, Device*>> weight_plan();
-  void pack_weights(const std::vector<std::pair<Tensor*, Device*>>& plan);
+  // The weights image to write once the weights are uploaded, if any.
+  std::unique_ptr<class WeightsImage> pack_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
+                                                   const ModelOptions& options,
+                                                   const std::filesystem::path& path);
   void upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
                       const std::function<void(uint64_t, uint64_t)>& progress);
+  std::vector<const gguf::TensorInfo*> sources_of(const Tensor* t) const;
+  bool rows_match_file(const Buffer& buffer, const BufferPlan& plan) const;
 
   Runtime& runtime_;
   gguf::File file_;
@@ -335,6 +364,7 @@ class Model {
   int64_t n_cpu_moe_ = 0;  // ModelOptions::n_cpu_moe
   std::vector<std::unique_ptr<Buffer>> buffers_;
   uint64_t weight_bytes_ = 0;
+  WeightsImageUse image_use_;
   LayerRange range_;
   // The GGUF tensors whose bytes each fused weight holds, rows in order.
   std::vector<std::pair<const Tensor*, std::vector<const gguf::TensorInfo*>>> fused_;
