@@ -8,6 +8,7 @@ export interface LlamaModelOptions {
   n_parallel?: number;     // slots (default 1); each gets n_ctx / n_parallel cells
   n_gpu_layers?: number;   // -1 (default): every layer that fits on the GPU; 0: none
   n_cpu_moe?: number;      // the experts of the first N layers stay in host memory (MoE models)
+  weights_cache?: string | false;  // directory of weights images (later loads map the repacked weights); 'off' or false: none
   cpu_moe?: boolean;       // every layer's experts in host memory
   device?: string;         // a GPU by name, e.g. "CUDA0"
   embedding?: boolean;     // accepted; embeddings work on any context

@@ -34,6 +34,11 @@ void add_model_flags(CLI::App& cmd, ModelFlags& flags) {
   cmd.add_option("--n-cpu-moe", flags.n_cpu_moe,
                  "(-ncmoe) Keep the experts of the first N layers in host memory")
       ->check(CLI::Range(0, 100000));
+  cmd.add_option("--weights-cache", flags.weights_cache,
+                 "Directory of weights images: the CPU's weights in its kernels' layout, written on a "
+                 "first load of a model (64 MiB or more) and mapped on later ones; 'off': none "
+                 "(default: $TESSERA_WEIGHTS_CACHE, else $XDG_CACHE_HOME/tessera/weights, else "
+                 "~/.cache/tessera/weights)");
 }
 
 void add_split_flags(CLI::App& cmd, ModelFlags& flags) {
@@ -184,6 +189,8 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
   o.placement.gpu_layers = flags.gpu_layers;
   o.placement.n_cpu_moe = flags.cpu_moe ? int64_t{1} << 30 : flags.n_cpu_moe;
   o.placement.device = flags.device;
+  o.placement.weights_cache = flags.weights_cache == "default" ? serving::default_weights_cache()
+                                                                 : serving::weights_cache_dir(flags.weights_cache);
   o.device_flag = "--device";
   bool shown = false;
   // A line redrawn in place on a terminal; into a log, one line per 25%.
@@ -205,6 +212,9 @@ LoadedModel load_model(const ModelFlags& flags, const PlacementOptions& context)
   if (split && flags.world->rank() > 0) o.progress = nullptr;  // rank 0 speaks for the job
   LoadedModel out = split ? load_stage(flags, o) : serving::load(o);
   if (!out.placement.empty() && !is_worker(flags)) fmt::print(stderr, "{}\n", out.placement);
+  if (const std::string line = serving::weights_image_line(*out.model); !line.empty()) {
+    fmt::print(stderr, "{}\n", line);
+  }
   // What the devices the model landed on say about themselves (a GPU
   // without cuBLAS runs its prefill on the CPU), once each.
   for (const Device* d : out.model->devices()) {

@@ -25,6 +25,7 @@ struct ModelFlags {
   std::string device;
   bool cpu_moe = false;  // --cpu-moe: every layer's experts in host memory
   int n_cpu_moe = 0;     // --n-cpu-moe N: the first N layers' experts
+  std::string weights_cache = "default";  // --weights-cache DIR, or off
   // Commands that split a model across MPI ranks (run, perplexity) set the
   // job; null or one rank: the whole model in this process.
   const MpiWorld* world = nullptr;

@@ -49,6 +49,18 @@ LoadSettings load_settings(const Napi::Object& o) {
   s.load.placement.n_cpu_moe = boolean(o, "cpu_moe", false) ? int64_t{1} << 30 : n_cpu_moe;
   s.load.placement.device = string(o, "device", "");
   s.load.device_flag = "device";
+  // A directory of weights images ("off" or false: none); default as the CLI's.
+  s.load.placement.weights_cache = serving::default_weights_cache();
+  if (has(o, "weights_cache")) {
+    const Napi::Value v = o.Get("weights_cache");
+    if (v.IsBoolean() && !v.As<Napi::Boolean>().Value()) {
+      s.load.placement.weights_cache.clear();
+    } else if (v.IsString()) {
+      s.load.placement.weights_cache = serving::weights_cache_dir(v.As<Napi::String>().Utf8Value());
+    } else {
+      throw Napi::TypeError::New(o.Env(), "option 'weights_cache': expected a directory, 'off' or false");
+    }
+  }
   s.generator = {.n_slots = static_cast<int>(n_parallel), .n_ctx = n_ctx, .n_batch = n_batch,
                  .type_k = cache_type(o, "cache_type_k"), .type_v = cache_type(o, "cache_type_v")};
   s.load.placement.n_ctx = n_ctx;
