@@ -8,6 +8,11 @@
 # time, the ratio, and each process's peak RSS (its high-water mark, file
 # pages it maps included) beside tessera's weight bytes.
 #
+# tessera runs two ways: "copy" (--weights-cache off: the weights read from the file and
+# repacked into memory, as a first start does) and "image" (its weights image, written to a
+# directory of this run by one start before the timed ones, then mapped: every later start);
+# the note gives the writing start's time.
+#
 #   bench/load.sh                              # TinyLlama shape: q4_0 q8_0 q4_k_m f16, warm
 #   COLD=1 bench/load.sh                       # also cold: the file evicted before each run
 #   SHAPE=qwen3-30b-a3b LAYERS=24 TYPES=q4_k_m bench/load.sh
@@ -18,7 +23,7 @@
 # plain read of the file timed the same way as the floor.
 #
 # Knobs (environment): SHAPE, LAYERS, TYPES, THREADS (2), CTX (640), REPS (5), COLD (0),
-# BUILD, CACHE, NLC_VERSION as bench/llamacpp.sh.
+# WAYS ("copy image"), BUILD, CACHE, NLC_VERSION as bench/llamacpp.sh.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -29,6 +34,7 @@ THREADS="${THREADS:-2}"
 CTX="${CTX:-640}"
 REPS="${REPS:-5}"
 COLD="${COLD:-0}"
+WAYS="${WAYS:-copy image}"
 CACHE="${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tessera-bench}"
 NLC_VERSION="${NLC_VERSION:-3.22.1}"
 tessera="$BUILD/bin/tessera"
@@ -36,6 +42,8 @@ tessera="$BUILD/bin/tessera"
 
 source "$here/bench/llamacpp_fetch.sh"
 exe="$(llamacpp_driver llamacpp_bench)"
+images="$(mktemp -d "$CACHE/weights-images.XXXXXX")"
+trap 'rm -rf "$images"' EXIT
 
 # "SECONDS KIB" of one command: wall time and peak RSS.
 timed() {
@@ -55,36 +63,46 @@ echo "# CPU: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'
   "tessera $(git -C "$here" rev-parse --short HEAD 2>/dev/null || echo '?'), llama.cpp node-llama-cpp $NLC_VERSION prebuilt"
 echo "# $THREADS threads, context $CTX, $REPS runs each, alternating; median wall seconds (min-max), peak RSS"
 echo
-echo "| file | cache | tessera s | llama.cpp s | ratio | tessera peak RSS | llama.cpp peak RSS | file |"
-echo "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+echo "| file | cache | tessera | tessera s | llama.cpp s | ratio | tessera peak RSS | llama.cpp peak RSS | file |"
+echo "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
 modes="warm"
 [[ "$COLD" == 1 ]] && modes="warm cold"
 for type in $TYPES; do
   model="$CACHE/$SHAPE${LAYERS:+-L$LAYERS}-$type.gguf"
   [[ -f "$model" ]] || { echo "bench/load.sh: $model not found; run bench/run.sh first" >&2; exit 1; }
   size_mib=$(( $(stat -c %s "$model") >> 20 ))
-  for mode in $modes; do
-    ts=() tr=() ls=() lr=() rs=()
-    [[ "$mode" == warm ]] && cat "$model" >/dev/null
-    for ((r = 0; r < REPS; ++r)); do
-      [[ "$mode" == cold ]] && evict "$model"
-      read -r s k <<<"$(timed "$tessera" run -m "$model" -p "Hello" -n 1 -t "$THREADS" -c "$CTX" -s 1)"
-      ts+=("$s") tr+=("$k")
-      [[ "$mode" == cold ]] && evict "$model"
-      read -r s k <<<"$(timed "$exe" "$model" "$THREADS" 0 0 "$bins" 1)"
-      ls+=("$s") lr+=("$k")
-      if [[ "$mode" == cold ]]; then
-        evict "$model"
-        read -r s _ <<<"$(timed cat "$model")"
-        rs+=("$s")
-      fi
+  for way in $WAYS; do
+    flags=(--weights-cache off) way_note=""
+    if [[ "$way" == image ]]; then
+      flags=(--weights-cache "$images")
+      rm -rf "${images:?}"/*
+      read -r s _ <<<"$(timed "$tessera" run -m "$model" -p "Hello" -n 1 -t "$THREADS" -c "$CTX" -s 1 "${flags[@]}")"
+      way_note=" (the start writing it: $s s)"
+    fi
+    for mode in $modes; do
+      ts=() tr=() ls=() lr=() rs=()
+      [[ "$mode" == warm ]] && cat "$model" >/dev/null
+      for ((r = 0; r < REPS; ++r)); do
+        [[ "$mode" == cold ]] && { evict "$model"; for f in "$images"/*; do [[ -f "$f" ]] && evict "$f"; done; }
+        read -r s k <<<"$(timed "$tessera" run -m "$model" -p "Hello" -n 1 -t "$THREADS" -c "$CTX" -s 1 "${flags[@]}")"
+        ts+=("$s") tr+=("$k")
+        [[ "$mode" == cold ]] && evict "$model"
+        read -r s k <<<"$(timed "$exe" "$model" "$THREADS" 0 0 "$bins" 1)"
+        ls+=("$s") lr+=("$k")
+        if [[ "$mode" == cold ]]; then
+          evict "$model"
+          read -r s _ <<<"$(timed cat "$model")"
+          rs+=("$s")
+        fi
+      done
+      tm="$(printf '%s\n' "${ts[@]}" | median)"
+      lm="$(printf '%s\n' "${ls[@]}" | median)"
+      ratio="$(awk -v a="$tm" -v b="$lm" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
+      note=""
+      [[ "$mode" == cold ]] && note=" (a plain read: $(printf '%s\n' "${rs[@]}" | median) s)"
+      echo "| $SHAPE${LAYERS:+ L$LAYERS} $type | $mode$note | $way$way_note | $tm ($(range "${ts[@]}")) |" \
+        "$lm ($(range "${ls[@]}")) | ${ratio}× | $(( $(printf '%s\n' "${tr[@]}" | max) >> 10 )) MiB |" \
+        "$(( $(printf '%s\n' "${lr[@]}" | max) >> 10 )) MiB | $size_mib MiB |"
     done
-    tm="$(printf '%s\n' "${ts[@]}" | median)"
-    lm="$(printf '%s\n' "${ls[@]}" | median)"
-    ratio="$(awk -v a="$tm" -v b="$lm" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}')"
-    note=""
-    [[ "$mode" == cold ]] && note=" (a plain read: $(printf '%s\n' "${rs[@]}" | median) s)"
-    echo "| $SHAPE${LAYERS:+ L$LAYERS} $type | $mode$note | $tm ($(range "${ts[@]}")) | $lm ($(range "${ls[@]}")) |" \
-      "${ratio}× | $(( $(printf '%s\n' "${tr[@]}" | max) >> 10 )) MiB | $(( $(printf '%s\n' "${lr[@]}" | max) >> 10 )) MiB | $size_mib MiB |"
   done
 done
