@@ -1,6 +1,9 @@
 // Loading a GGUF model: the architecture declares its tensors (checked here
 // against the file), then the bytes are copied through the memory map into
 // one weights buffer per device.
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -212,7 +215,8 @@ void Model::place_weights(const ModelOptions& options, const std::filesystem::pa
   }
   const std::vector<std::pair<Tensor*, Device*>> plan = weight_plan();
   const std::unique_ptr<WeightsImage> image = pack_weights(plan, options, path);
-  upload_weights(plan, options.progress);
+  // Progress counts the image a start writes after the weights.
+  const uint64_t file_bytes = upload_weights(plan, options.progress, image ? image->bytes() : 0);
   if (image != nullptr) {
     std::vector<const Buffer*> host;
     for (const auto& b : buffers_) {
@@ -220,7 +224,13 @@ void Model::place_weights(const ModelOptions& options, const std::filesystem::pa
     }
     std::string why;
     try {
-      if (!image->write(host, options.weights_cache_keep_free, &why)) {
+      std::function<void(uint64_t)> written;
+      if (options.progress) {
+        written = [&](uint64_t done) { options.progress(file_bytes + done, file_bytes + image->bytes()); };
+      }
+      const bool ok = image->write(host, options.weights_cache_keep_free, &why, written);
+      if (written) written(image->bytes());
+      if (!ok) {
         image_use_ = {.state = WeightsImageUse::State::kFailed, .path = image->path(), .reason = why};
       }
     } catch (const std::exception& e) {
@@ -374,6 +384,21 @@ std::vector<const gguf::TensorInfo*> Model::sources_of(const Tensor* t) const {
 // Each tensor's first and last rows of each of its GGUF tensors, read back
 // from `buffer` (unpacked from the panels), equal the file's.
 bool Model::rows_match_file(const Buffer& buffer, const BufferPlan& plan) const {
+  // The rows asked of the file at once: from a cold page cache, hundreds of
+  // small reads one after the other took longer than the image's.
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  for (const auto& [t, at] : plan.tensors) {
+    for (const gguf::TensorInfo* info : sources_of(t)) {
+      if (info == nullptr) continue;
+      const std::span<const uint8_t> bytes = file_.tensor_data(*info);
+      const size_t row = std::min<size_t>(t->nb[1], bytes.size());
+      for (const size_t from : {size_t{0}, bytes.size() - row}) {
+        const auto begin = reinterpret_cast<uintptr_t>(bytes.data() + from) / page * page;
+        const auto end = reinterpret_cast<uintptr_t>(bytes.data() + from + row);
+        madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
+      }
+    }
+  }
   std::vector<uint8_t> got;
   for (const auto& [t, at] : plan.tensors) {
     size_t offset = 0;
@@ -394,9 +419,11 @@ bool Model::rows_match_file(const Buffer& buffer, const BufferPlan& plan) const 
 }
 
 // Each weight's GGUF tensors, once: itself, or a fused weight's parts in row
-// order. Weights mapped from an image are there already.
-void Model::upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
-                           const std::function<void(uint64_t, uint64_t)>& progress) {
+// order. Weights mapped from an image are there already. Progress runs to
+// the file's tensor bytes (returned) plus `then` bytes still to come.
+uint64_t Model::upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
+                               const std::function<void(uint64_t, uint64_t)>& progress,
+                               uint64_t then) {
   std::vector<std::vector<const gguf::TensorInfo*>> sources;
   uint64_t done = 0, file_bytes = 0;
   for (auto& [t, dev] : plan) {
@@ -417,10 +444,11 @@ void Model::upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
       file_.release(*info);  // the copy is the weight now: the map's pages go (peak RSS)
       offset += bytes.size();
       done += bytes.size();
-      if (progress) progress(done, file_bytes);
+      if (progress) progress(done, file_bytes + then);
     }
   }
   if (progress && mapped) progress(file_bytes, file_bytes);
+  return file_bytes;
 }
 
 std::vector<Device*> Model::devices() const {

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,7 +57,9 @@ class WeightsImage {
   // replacing older images of the same model file. False, with *why_not,
   // when it cannot (the disk would keep less than `keep_free` bytes free, a
   // directory that cannot be written).
-  bool write(std::span<const Buffer* const> buffers, uint64_t keep_free, std::string* why_not);
+  // `progress`, when set, gets the bytes written so far.
+  bool write(std::span<const Buffer* const> buffers, uint64_t keep_free, std::string* why_not,
+             const std::function<void(uint64_t)>& progress = {});
 
   // Removes the image file (one that failed the model's checks).
   void discard();
@@ -66,7 +69,8 @@ class WeightsImage {
 
  private:
   struct Mapping;
-  bool write_file(int fd, std::span<const Buffer* const> buffers, std::string* why_not);
+  bool write_file(int fd, std::span<const Buffer* const> buffers, std::string* why_not,
+                  const std::function<void(uint64_t)>& progress);
 
   std::filesystem::path dir_;
   std::filesystem::path source_;

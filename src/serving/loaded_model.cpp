@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <chrono>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -37,6 +38,39 @@ int cpu_threads(Runtime& runtime) {
   Backend* cpu = runtime.find_backend("CPU");
   auto* get = cpu ? reinterpret_cast<GetThreads>(cpu->proc_address("cpu_get_threads")) : nullptr;
   return get != nullptr ? get(cpu->device(0)) : 0;
+}
+
+std::filesystem::path weights_cache_dir(const std::string& value) {
+  if (value.empty() || value == "off" || value == "none") return {};
+  return value;
+}
+
+std::filesystem::path default_weights_cache() {
+  if (const char* env = std::getenv("TESSERA_WEIGHTS_CACHE")) return weights_cache_dir(env);
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
+    return std::filesystem::path(xdg) / "tessera" / "weights";
+  }
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home == '/') {
+    return std::filesystem::path(home) / ".cache" / "tessera" / "weights";
+  }
+  return {};
+}
+
+std::string weights_image_line(const Model& model) {
+  const WeightsImageUse& u = model.weights_image();
+  using State = WeightsImageUse::State;
+  switch (u.state) {
+    case State::kNone:
+    case State::kMapped: return {};
+    case State::kWritten:
+      return fmt::format("wrote a weights image, {} MiB: {}{} (later starts map it; "
+                         "--weights-cache off: none)",
+                         u.bytes >> 20, u.path.string(),
+                         u.reason.empty() ? "" : fmt::format("; the one there was not used: {}", u.reason));
+    case State::kFailed:
+      return fmt::format("warning: no weights image ({}): {}", u.path.string(), u.reason);
+  }
+  return {};
 }
 
 namespace {

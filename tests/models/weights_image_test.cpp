@@ -54,7 +54,22 @@ class WeightsImageTest : public ::testing::Test {
     o.weights_cache = std::move(images);
     o.weights_cache_min_bytes = 0;
     o.weights_cache_keep_free = keep_free;
+    progress_.clear();
+    o.progress = [this](uint64_t done, uint64_t total) { progress_.emplace_back(done, total); };
     return Model::load(*rt_, path, o);
+  }
+
+  // The last load's progress rose to its total, which never changed.
+  void expect_progress_rose() const {
+    ASSERT_FALSE(progress_.empty());
+    const uint64_t total = progress_.back().second;
+    EXPECT_EQ(progress_.back().first, total);
+    for (size_t i = 0; i < progress_.size(); ++i) {
+      EXPECT_EQ(progress_[i].second, total) << i;
+      if (i > 0) {
+        EXPECT_GE(progress_[i].first, progress_[i - 1].first) << i;
+      }
+    }
   }
 
   static std::vector<float> logits(const Model& m) {
@@ -93,6 +108,7 @@ class WeightsImageTest : public ::testing::Test {
 
   fs::path dir_, images_;
   std::unique_ptr<Runtime> rt_;
+  std::vector<std::pair<uint64_t, uint64_t>> progress_;
 };
 
 // Every repacked type the CPU reads (F16, Q8_0, Q4_0, K-quants) and the
@@ -110,6 +126,9 @@ TEST_F(WeightsImageTest, AFirstLoadWritesItAndALaterOneMapsItWithTheSameLogits) 
 
     const std::unique_ptr<Model> first = load(path, images_);
     EXPECT_EQ(first->weights_image().state, State::kWritten) << first->weights_image().reason;
+    expect_progress_rose();  // through the copy and the image
+    const uint64_t image_bytes = first->weights_image().bytes, total = progress_.back().second;
+    EXPECT_GT(total, image_bytes);
     EXPECT_EQ(logits(*first), want);
     ASSERT_EQ(files(), std::vector{first->weights_image().path});  // no temporary file left
     EXPECT_EQ(fs::file_size(first->weights_image().path), first->weights_image().bytes);
@@ -118,6 +137,7 @@ TEST_F(WeightsImageTest, AFirstLoadWritesItAndALaterOneMapsItWithTheSameLogits) 
 
     const std::unique_ptr<Model> second = load(path, images_);
     EXPECT_EQ(second->weights_image().state, State::kMapped) << second->weights_image().reason;
+    expect_progress_rose();
     EXPECT_EQ(second->weights_image().path, first->weights_image().path);
     EXPECT_EQ(logits(*second), want);
     EXPECT_EQ(logits(*first), want);  // both at once, over the same file

@@ -258,7 +258,8 @@ struct ModelOptions {
   // stay on the CPU wherever their layer is (llama.cpp's --n-cpu-moe): the
   // scheduler then runs those expert matmuls there.
   int64_t n_cpu_moe = 0;
-  // Called with (bytes done, bytes total) while weights are copied.
+  // Called with (bytes done, bytes total) while weights are copied (and a
+  // weights image written: its bytes count in the total).
   std::function<void(uint64_t, uint64_t)> progress;
   // Layers on the CPU get q / k / v (no biases) and gate / up each as one
   // matrix of the same type, rows one after the other: one matmul instead
@@ -348,8 +349,8 @@ class Model {
   std::unique_ptr<class WeightsImage> pack_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
                                                    const ModelOptions& options,
                                                    const std::filesystem::path& path);
-  void upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
-                      const std::function<void(uint64_t, uint64_t)>& progress);
+  uint64_t upload_weights(const std::vector<std::pair<Tensor*, Device*>>& plan,
+                          const std::function<void(uint64_t, uint64_t)>& progress, uint64_t then);
   std::vector<const gguf::TensorInfo*> sources_of(const Tensor* t) const;
   bool rows_match_file(const Buffer& buffer, const BufferPlan& plan) const;
 

@@ -51,4 +51,15 @@ int cpu_threads(Runtime& runtime);
 // The devices of a runtime by name, comma-separated (for errors).
 std::string device_names(Runtime& runtime);
 
+// Where the front ends keep weights images (ModelOptions::weights_cache) unless
+// told otherwise: $TESSERA_WEIGHTS_CACHE ("off" or "": none), else
+// $XDG_CACHE_HOME/tessera/weights, else ~/.cache/tessera/weights; empty when
+// none of these is set.
+std::filesystem::path default_weights_cache();
+// A flag's or option's value: "off" (or "none", "") is no directory.
+std::filesystem::path weights_cache_dir(const std::string& value);
+// One line for the user on what the weights image did at load ("" when
+// there is nothing to say: none, or one mapped as expected).
+std::string weights_image_line(const Model& model);
+
 }  // namespace tessera::serving
