@@ -41,7 +41,23 @@ test('missing, truncated and non-model files reject naming the file', async () =
   await assert.rejects(tessera.loadModel({ model: text }), (e) => e.message.includes(text));
   await assert.rejects(tessera.loadModel({ model: stories, cache_type_k: 'q9_9' }), /cache_type_k/);
   await assert.rejects(tessera.loadModel({ model: stories, n_cpu_moe: -1 }), /n_cpu_moe/);
+  await assert.rejects(tessera.loadModel({ model: stories, weights_cache: 5 }), /weights_cache/);
+  await assert.rejects(tessera.loadModel({ model: stories, weights_cache: true }), /weights_cache/);
   await assert.rejects(tessera.loadModel({}), /model/);
+});
+
+test('weights_cache takes a directory, off or false (a model this small gets no image)', async () => {
+  const dir = tmpFile('weights-images');
+  for (const weights_cache of [dir, 'off', false]) {
+    const ctx = await tessera.loadModel({ model: stories, n_ctx: 128, weights_cache });
+    try {
+      const r = await ctx.completion({ prompt: 'x', n_predict: 2, temperature: 0 });
+      assert.equal(r.tokens_predicted, 2);
+    } finally {
+      await ctx.release();
+    }
+  }
+  assert.equal(fs.existsSync(dir), false);
 });
 
 test('n_cpu_moe and cpu_moe load a mixture of experts (no GPU here: everything stays on the CPU)', async () => {
