@@ -114,6 +114,14 @@ class Mapping {
     madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
   }
 
+  void will_need(std::span<const uint8_t> part) const {
+    if (addr_ == nullptr || part.empty()) return;
+    const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+    const auto begin = reinterpret_cast<uintptr_t>(part.data()) / page * page;
+    const uintptr_t end = reinterpret_cast<uintptr_t>(part.data()) + part.size();
+    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);  // advice only
+  }
+
  private:
   void reset() {
     if (addr_ != nullptr) munmap(addr_, size_);
@@ -242,5 +250,7 @@ std::span<const uint8_t> File::tensor_data(const TensorInfo& info) const {
 void File::release(const TensorInfo& info) const {
   impl_->mapping.release(tensor_data(info));
 }
+
+void File::will_need(std::span<const uint8_t> part) const { impl_->mapping.will_need(part); }
 
 }  // namespace tessera::gguf

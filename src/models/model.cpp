@@ -1,9 +1,6 @@
 // Loading a GGUF model: the architecture declares its tensors (checked here
 // against the file), then the bytes are copied through the memory map into
 // one weights buffer per device.
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
 #include <span>
@@ -386,17 +383,13 @@ std::vector<const gguf::TensorInfo*> Model::sources_of(const Tensor* t) const {
 bool Model::rows_match_file(const Buffer& buffer, const BufferPlan& plan) const {
   // The rows asked of the file at once: from a cold page cache, hundreds of
   // small reads one after the other took longer than the image's.
-  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   for (const auto& [t, at] : plan.tensors) {
     for (const gguf::TensorInfo* info : sources_of(t)) {
       if (info == nullptr) continue;
       const std::span<const uint8_t> bytes = file_.tensor_data(*info);
       const size_t row = std::min<size_t>(t->nb[1], bytes.size());
-      for (const size_t from : {size_t{0}, bytes.size() - row}) {
-        const auto begin = reinterpret_cast<uintptr_t>(bytes.data() + from) / page * page;
-        const auto end = reinterpret_cast<uintptr_t>(bytes.data() + from + row);
-        madvise(reinterpret_cast<void*>(begin), end - begin, MADV_WILLNEED);
-      }
+      file_.will_need(bytes.first(row));
+      file_.will_need(bytes.last(row));
     }
   }
   std::vector<uint8_t> got;

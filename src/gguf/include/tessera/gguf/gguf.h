@@ -211,6 +211,11 @@ class File {
   // beside its copy. tensor_data(info) stays valid; reading it again maps
   // the pages back. Nothing for a from_bytes file.
   void release(const TensorInfo& info) const;
+  // Asks the kernel to read `part` (a span of tensor_data) into the page
+  // cache now, without waiting: a loader about to read it from a cold cache
+  // gets large reads ahead of its copies instead of a fault at a time.
+  // Nothing for a from_bytes file.
+  void will_need(std::span<const uint8_t> part) const;
 
  private:
   struct Impl;
