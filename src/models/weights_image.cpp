@@ -135,16 +135,17 @@ std::string read_header(int fd, uint64_t file_bytes, std::string* why_not) {
   return text;
 }
 
-// The "source ..." line of an image's header ("" when unreadable).
-std::string source_line(const fs::path& image) {
+// The first three lines of an image's header: its format version and the
+// model file it was made of ("" when unreadable).
+std::string made_of(const fs::path& image) {
   const Fd fd(open(image.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st {};
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0) return {};
   std::string why;
   const std::string text = read_header(fd.get(), static_cast<uint64_t>(st.st_size), &why);
-  const size_t at = text.find("\nsource ");
-  if (at == std::string::npos) return {};
-  return text.substr(at + 1, text.find('\n', at + 1) - at - 1);
+  size_t end = 0;
+  for (int line = 0; line < 3 && end != std::string::npos; ++line) end = text.find('\n', end + (line > 0));
+  return end == std::string::npos ? std::string() : text.substr(0, end);
 }
 
 // Hashes of each region, every chunk on one of several threads. `prefetch`:
@@ -356,13 +357,18 @@ bool WeightsImage::write(std::span<const Buffer* const> buffers, uint64_t keep_f
     fs::remove(temp, ec);
     return false;
   }
-  // Older images of this model file (it changed, or was placed otherwise).
-  const std::string mine = "source " + source_.string();
+  // Images of this path made by another format version or of another
+  // version of the file: never used again. (Other placements of this file
+  // stay: a pipeline stage's image beside another's.)
+  const std::string path_line = "\nsource " + source_.string() + "\n";
   const std::string prefix = source_.stem().string() + "-";
   for (const auto& entry : fs::directory_iterator(dir_, ec)) {
     const std::string name = entry.path().filename().string();
     if (entry.path() == path_ || !name.starts_with(prefix) || !name.ends_with(kExtension)) continue;
-    if (source_line(entry.path()) == mine) fs::remove(entry.path(), ec);
+    const std::string theirs = made_of(entry.path());
+    if (theirs.find(path_line) != std::string::npos && !description_.starts_with(theirs + "\n")) {
+      fs::remove(entry.path(), ec);
+    }
   }
   return true;
 }

@@ -53,8 +53,8 @@ class WeightsImage {
   // Writes the image of `buffers` (one per plan, tensors in place, their
   // bytes at base()): a temporary file of the whole size (its disk space
   // reserved first), the buffers in 2 MiB writes (page-cache pages that a
-  // later map faults in cheaply), the header, then renamed to path(),
-  // replacing older images of the same model file. False, with *why_not,
+  // later map faults in cheaply), the header, then renamed to path(); the
+  // images of an earlier version of the model file (or another format) go. False, with *why_not,
   // when it cannot (the disk would keep less than `keep_free` bytes free, a
   // directory that cannot be written).
   // `progress`, when set, gets the bytes written so far.

@@ -1,7 +1,7 @@
 // Weights images (ModelOptions::weights_cache): a first load writes one, a
 // later load maps it and computes the same logits bit for bit; an image that
 // does not check out (bytes, header, size, rows unlike the file's) is never
-// used but replaced; a changed file gets a new image and the old one goes; a
+// used but replaced; a changed file gets a new image and its old ones go; a
 // directory that cannot take one leaves the load as it was.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -49,8 +49,10 @@ class WeightsImageTest : public ::testing::Test {
     return path;
   }
 
-  std::unique_ptr<Model> load(const fs::path& path, fs::path images, uint64_t keep_free = 0) {
+  std::unique_ptr<Model> load(const fs::path& path, fs::path images, uint64_t keep_free = 0,
+                              bool fuse = true) {
     ModelOptions o;
+    o.fuse_projections = fuse;
     o.weights_cache = std::move(images);
     o.weights_cache_min_bytes = 0;
     o.weights_cache_keep_free = keep_free;
@@ -206,21 +208,32 @@ TEST_F(WeightsImageTest, RowsUnlikeTheFilesRejectTheImage) {
   EXPECT_EQ(load(path, images_)->weights_image().state, State::kMapped);
 }
 
-TEST_F(WeightsImageTest, AChangedFileGetsANewImageAndTheOldOneGoes) {
+// Another placement of the same file (projections not fused) has its own
+// image beside the first; a changed file gets a new one, and the images of
+// its earlier version go, another model's stay.
+TEST_F(WeightsImageTest, AChangedFileGetsANewImageAndTheOldOnesGo) {
   const fs::path path = synth("m.gguf", DType::kQ4_0);
-  const fs::path old_image = load(path, images_)->weights_image().path;
+  const fs::path fused = load(path, images_)->weights_image().path;
+  const std::unique_ptr<Model> unfused_model = load(path, images_, 0, false);
+  const fs::path unfused = unfused_model->weights_image().path;
+  EXPECT_EQ(unfused_model->weights_image().state, State::kWritten);
+  EXPECT_NE(unfused, fused);
   const fs::path other = synth("other.gguf", DType::kQ4_0);
   const fs::path other_image = load(other, images_)->weights_image().path;
+  EXPECT_EQ(files().size(), 3u);
+  EXPECT_EQ(load(path, images_)->weights_image().state, State::kMapped);
+  EXPECT_EQ(load(path, images_, 0, false)->weights_image().state, State::kMapped);
+
   fs::remove(path);
   synth("m.gguf", DType::kQ4_0, 2);  // another seed: another model
   const std::vector<float> want = logits(*load(path, {}));
   const std::unique_ptr<Model> m = load(path, images_);
   EXPECT_EQ(m->weights_image().state, State::kWritten);
-  EXPECT_NE(m->weights_image().path, old_image);
+  EXPECT_NE(m->weights_image().path, fused);
   EXPECT_EQ(logits(*m), want);
   std::vector<fs::path> expect = {m->weights_image().path, other_image};
   std::sort(expect.begin(), expect.end());
-  EXPECT_EQ(files(), expect);  // the other model's image stays
+  EXPECT_EQ(files(), expect);
 }
 
 TEST_F(WeightsImageTest, NoImageWhereNoneCanBeWrittenAndTheLoadGoesOn) {
