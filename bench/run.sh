@@ -21,7 +21,9 @@
 # are then named SHAPE-LN-TYPE), TYPES ("q4_0 q8_0 f16 q4_k_m q5_k_m q6_k iq4_xs q3_k_m"), THREADS (1,2),
 # DEPTHS (0,2048), PARALLEL (1; e.g. 1,4,16: sequences generating together in tg), P (512), N (128), REPS (3), BUILD (build/release),
 # CACHE (${XDG_CACHE_HOME:-~/.cache}/tessera-bench), JSON=1 for JSON rows, PROFILE=1 for each test's
-# step profile after its table (tessera bench --profile: op classes, GB/s against the read probe).
+# step profile after its table (tessera bench --profile: op classes, GB/s against the read probe),
+# WEIGHTS_CACHE (off: the synthesized files get no weights images, which would take their size
+# again on disk; a directory to keep them: decode and prompt speeds are the same either way).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -79,6 +81,6 @@ for type in $TYPES; do
   profile=()
   [[ "${PROFILE:-0}" == 1 ]] && profile=(--profile)
   "$tessera" bench -m "$model" -p "$P" -n "$N" -d "$DEPTHS" -t "$THREADS" -r "$REPS" \
-    --parallel "${PARALLEL:-1}" -o "$out" "${profile[@]}"
+    --parallel "${PARALLEL:-1}" -o "$out" --weights-cache "${WEIGHTS_CACHE:-off}" "${profile[@]}"
   echo
 done
