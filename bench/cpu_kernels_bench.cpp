@@ -1,7 +1,8 @@
 // CPU MUL_MAT micro-benchmarks with roofline probes in the same run
 // (docs/cpu-kernels.md, "Ceilings and probes"): memory read bandwidth, FMA peak and the int8 dot
 // peak of the tier's own instructions (backends/cpu/ceilings.h) on 1 and 2 threads, then MUL_MAT on
-// the CPU device (2 threads) at batch 1 (GEMV) and 512 (GEMM) for F16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K,
+// the CPU device (2 threads) at batch 1 (GEMV; and one token's MUL_MAT_ID at gpt-oss-20b's and
+// Qwen3-30B-A3B's expert shapes) and 512 (GEMM) for F16, Q8_0, Q4_0, IQ4_NL, MXFP4, Q2_K,
 // Q3_K, Q4_K, Q5_K, Q6_K and IQ4_XS weights in the device's weights buffer (repacked into panels),
 // anonymous memory as models hold them. GEMV rotates through enough weight copies (>= 256 MiB) that
 // every call streams from DRAM, not L3. A summary at the end gives GEMV as a fraction of the
@@ -46,7 +47,14 @@ void ceilings(benchmark::State& st, cpu::Isa isa, int threads) {
 struct MatCase {
   DType type;
   int64_t k, m, n;  // w [k, m] (m rows of k), x [k, n]
+  // MUL_MAT_ID: w [k, m, experts], one token choosing `used` of them; 0: MUL_MAT.
+  int64_t experts = 0, used = 0;
 };
+
+size_t cold_bytes() {
+  const char* env_cold = std::getenv("TESSERA_BENCH_COLD_MB");  // 0: one copy, cache-warm
+  return env_cold != nullptr ? std::strtoull(env_cold, nullptr, 10) << 20 : kColdBytes;
+}
 
 // y = w x on the device, rotating through weight copies for GEMV.
 void mul_mat(benchmark::State& st, cpu::CpuDevice* dev, MatCase c) {
@@ -55,8 +63,7 @@ void mul_mat(benchmark::State& st, cpu::CpuDevice* dev, MatCase c) {
   Graph g;
   Tensor* x = g.new_tensor(DType::kF32, {c.k, c.n}, "x");
   const size_t w_bytes = *row_bytes(c.type, c.k) * static_cast<size_t>(c.m);
-  const char* env_cold = std::getenv("TESSERA_BENCH_COLD_MB");  // 0: one copy, cache-warm
-  const size_t cold = env_cold != nullptr ? std::strtoull(env_cold, nullptr, 10) << 20 : kColdBytes;
+  const size_t cold = cold_bytes();
   const size_t copies = c.n == 1 ? std::max<size_t>(1, (cold + w_bytes - 1) / w_bytes) : 1;
   std::vector<Tensor*> ws, ys;
   BufferType& wt = dev->weights_buffer_type();
@@ -105,6 +112,80 @@ void mul_mat(benchmark::State& st, cpu::CpuDevice* dev, MatCase c) {
   st.SetLabel(fmt::format("{} copies, {}", copies, wt.name()));
 }
 
+// One token's MUL_MAT_ID (decode of a mixture of experts): each call reads
+// `used` experts no call before it read lately, rotating through the
+// experts of enough copies (>= 256 MiB) that every call streams from DRAM.
+void mul_mat_id(benchmark::State& st, cpu::CpuDevice* dev, MatCase c) {
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Graph g;
+  const size_t rb = *row_bytes(c.type, c.k);
+  const size_t expert_bytes = rb * static_cast<size_t>(c.m);
+  const size_t copies = std::max<size_t>(
+      1, (cold_bytes() + expert_bytes * c.experts - 1) / (expert_bytes * c.experts));
+  Tensor* x = g.new_tensor(DType::kF32, {c.k, 1, 1}, "x");
+  Tensor* ids = g.new_tensor(DType::kI32, {c.used, 1}, "ids");
+  std::vector<Tensor*> ws, ys;
+  BufferType& wt = dev->weights_buffer_type();
+  size_t total = 0;
+  for (size_t i = 0; i < copies; ++i) {
+    ws.push_back(g.new_tensor(c.type, {c.k, c.m, c.experts}, "w"));
+    ys.push_back(ops::mul_mat_id(g, ws.back(), x, ids));
+    total += (wt.alloc_size(*ws.back()) + 63) / 64 * 64;
+  }
+  auto wbuf = wt.allocate(total);
+  std::vector<float> row(static_cast<size_t>(c.k));
+  std::vector<uint8_t> bytes(expert_bytes);  // one expert's rows, every expert's bytes
+  for (int64_t r = 0; r < c.m; ++r) {
+    for (float& v : row) v = dist(rng);
+    quantize_row(c.type, row.data(), bytes.data() + static_cast<size_t>(r) * rb, c.k);
+  }
+  size_t at = 0;
+  for (Tensor* w : ws) {
+    wbuf->place(*w, at);
+    for (int64_t e = 0; e < c.experts; ++e) {
+      wbuf->set_tensor(*w, bytes.data(), static_cast<size_t>(e) * expert_bytes, expert_bytes);
+    }
+    at += (wt.alloc_size(*w) + 63) / 64 * 64;
+  }
+  BufferType& host = dev->buffer_type();
+  const size_t y_bytes = (ys[0]->n_bytes() + 63) / 64 * 64;
+  auto hbuf = host.allocate(x->n_bytes() + 128 + ids->n_bytes() + copies * y_bytes);
+  hbuf->place(*x, 0);
+  at = (x->n_bytes() + 63) / 64 * 64;
+  hbuf->place(*ids, at);
+  at += (ids->n_bytes() + 63) / 64 * 64;
+  for (Tensor* y : ys) {
+    hbuf->place(*y, at);
+    at += y_bytes;
+  }
+  std::vector<float> xv(static_cast<size_t>(c.k));
+  for (float& v : xv) v = dist(rng);
+  hbuf->set_tensor(*x, xv.data());
+  const int64_t groups = c.experts / c.used;
+  std::vector<int32_t> idv(static_cast<size_t>(c.used));
+  auto choose = [&](size_t call) {  // the experts of call `call`: a group of `used`
+    const int64_t group = static_cast<int64_t>(call / copies) % groups;
+    for (int64_t s = 0; s < c.used; ++s) idv[static_cast<size_t>(s)] = static_cast<int32_t>(group * c.used + s);
+    hbuf->set_tensor(*ids, idv.data());
+    return ys[call % copies];
+  };
+  for (size_t i = 0; i < copies * static_cast<size_t>(groups); ++i) {  // warm: touch everything
+    Tensor* y = choose(i);
+    dev->compute(std::span<Tensor* const>(&y, 1));
+  }
+  size_t i = 0;
+  for (auto _ : st) {
+    Tensor* y = choose(i++);
+    dev->compute(std::span<Tensor* const>(&y, 1));
+  }
+  const double read = static_cast<double>(expert_bytes) * static_cast<double>(c.used);
+  st.counters["GB/s"] = benchmark::Counter(read / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * c.k * c.m * c.used / 1e9,
+                                              benchmark::Counter::kIsIterationInvariantRate);
+  st.SetLabel(fmt::format("{} copies, {}", copies, wt.name()));
+}
+
 // The console table, plus every counter of every repetition kept by
 // (name, threads) for the summary, which uses medians.
 class Reporter : public benchmark::ConsoleReporter {
@@ -137,6 +218,10 @@ class Reporter : public benchmark::ConsoleReporter {
 };
 
 std::string mat_name(const MatCase& c) {
+  if (c.experts > 0) {
+    return fmt::format("mul_mat_id/{}/{}x{}/experts:{}/used:{}/batch:1", dtype_name(c.type), c.m,
+                       c.k, c.experts, c.used);
+  }
   return fmt::format("mul_mat/{}/{}x{}/batch:{}", dtype_name(c.type), c.m, c.k, c.n);
 }
 
@@ -198,16 +283,23 @@ int main(int argc, char** argv) {
       using Shape = std::pair<int64_t, int64_t>;
       std::vector<Shape> shapes = {{4096, 4096}, {5632, 2048}};
       if (n == 1) shapes.insert(shapes.end(), {Shape{2048, 5632}, {2048, 2048}, {256, 2048}});
-      for (auto [m, k] : shapes) {
-        cases.push_back({type, k, m, n});
-        const std::string name = mat_name(cases.back());
-        register_probe(fmt::format("{}/before:{}", roof_of(cases.back()).name, name), nth);
-        benchmark::RegisterBenchmark(name.c_str(), mul_mat, &dev, cases.back())
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
-        register_probe(fmt::format("{}/after:{}", roof_of(cases.back()).name, name), nth);
+      for (auto [m, k] : shapes) cases.push_back({type, k, m, n});
+      // One token's expert matmuls: gpt-oss-20b's (32 experts of 2880 x 2880, 4 used) and
+      // Qwen3-30B-A3B's gate / up and down (128 experts of 768 x 2048 and 2048 x 768, 8 used).
+      if (n == 1) {
+        if (2880 % dtype_info(type).block_size == 0) cases.push_back({type, 2880, 2880, 1, 32, 4});
+        cases.push_back({type, 2048, 768, 1, 128, 8});
+        cases.push_back({type, 768, 2048, 1, 128, 8});
       }
     }
+  }
+  for (const MatCase& c : cases) {
+    const std::string name = mat_name(c);
+    register_probe(fmt::format("{}/before:{}", roof_of(c).name, name), nth);
+    benchmark::RegisterBenchmark(name.c_str(), c.experts > 0 ? mul_mat_id : mul_mat, &dev, c)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+    register_probe(fmt::format("{}/after:{}", roof_of(c).name, name), nth);
   }
 
   Reporter reporter;
