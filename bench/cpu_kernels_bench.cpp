@@ -56,6 +56,19 @@ size_t cold_bytes() {
   return env_cold != nullptr ? std::strtoull(env_cold, nullptr, 10) << 20 : kColdBytes;
 }
 
+// m rows of k values uniform in [-1, 1), quantized to `type`.
+std::vector<uint8_t> random_rows(DType type, int64_t k, int64_t m, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const size_t rb = *row_bytes(type, k);
+  std::vector<float> row(static_cast<size_t>(k));
+  std::vector<uint8_t> bytes(rb * static_cast<size_t>(m));
+  for (int64_t r = 0; r < m; ++r) {
+    for (float& v : row) v = dist(rng);
+    quantize_row(type, row.data(), bytes.data() + static_cast<size_t>(r) * rb, k);
+  }
+  return bytes;
+}
+
 // y = w x on the device, rotating through weight copies for GEMV.
 void mul_mat(benchmark::State& st, cpu::CpuDevice* dev, MatCase c) {
   std::mt19937 rng(1234);
@@ -74,13 +87,7 @@ void mul_mat(benchmark::State& st, cpu::CpuDevice* dev, MatCase c) {
     total += (wt.alloc_size(*ws.back()) + 63) / 64 * 64;
   }
   auto wbuf = wt.allocate(total);
-  std::vector<float> row(static_cast<size_t>(c.k));
-  std::vector<uint8_t> bytes(w_bytes);
-  const size_t rb = *row_bytes(c.type, c.k);
-  for (int64_t r = 0; r < c.m; ++r) {
-    for (float& v : row) v = dist(rng);
-    quantize_row(c.type, row.data(), bytes.data() + static_cast<size_t>(r) * rb, c.k);
-  }
+  const std::vector<uint8_t> bytes = random_rows(c.type, c.k, c.m, rng);
   size_t at = 0;
   for (Tensor* w : ws) {
     wbuf->place(*w, at);
@@ -134,12 +141,7 @@ void mul_mat_id(benchmark::State& st, cpu::CpuDevice* dev, MatCase c) {
     total += (wt.alloc_size(*ws.back()) + 63) / 64 * 64;
   }
   auto wbuf = wt.allocate(total);
-  std::vector<float> row(static_cast<size_t>(c.k));
-  std::vector<uint8_t> bytes(expert_bytes);  // one expert's rows, every expert's bytes
-  for (int64_t r = 0; r < c.m; ++r) {
-    for (float& v : row) v = dist(rng);
-    quantize_row(c.type, row.data(), bytes.data() + static_cast<size_t>(r) * rb, c.k);
-  }
+  const std::vector<uint8_t> bytes = random_rows(c.type, c.k, c.m, rng);  // every expert's
   size_t at = 0;
   for (Tensor* w : ws) {
     wbuf->place(*w, at);
