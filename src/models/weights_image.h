@@ -30,7 +30,7 @@ namespace tessera {
 
 class WeightsImage {
  public:
-  static constexpr uint32_t kFormatVersion = 1;
+  static constexpr uint32_t kFormatVersion = 2;  // 2: the eight-lane hash
   static constexpr const char* kExtension = ".tsw";
 
   // The image in `dir` of `buffers` (their tensors not placed yet) of the
