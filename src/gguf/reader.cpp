@@ -12,6 +12,7 @@
 
 #include "parse.h"
 #include "tessera/core/error.h"
+#include "tessera/core/fd.h"
 
 namespace tessera::gguf {
 namespace detail {
@@ -129,21 +130,6 @@ class Mapping {
   }
   void* addr_ = nullptr;
   size_t size_ = 0;
-};
-
-// Closes a descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
 };
 
 [[noreturn]] void fail_io(const std::string& path, std::string_view what, int err) {

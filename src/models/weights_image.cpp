@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.h"
+#include "tessera/core/fd.h"
 #include "tessera/runtime/device.h"
 
 namespace tessera {
@@ -64,44 +65,6 @@ std::string hex(uint64_t v) { return fmt::format("{:016x}", v); }
 uint64_t round_up(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
 
 std::string errno_text() { return std::strerror(errno); }
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
-bool read_all(int fd, void* dst, size_t n, uint64_t offset) {
-  auto* p = static_cast<uint8_t*>(dst);
-  while (n > 0) {
-    const ssize_t got = pread(fd, p, n, static_cast<off_t>(offset));
-    if (got <= 0) return false;
-    p += got;
-    n -= static_cast<size_t>(got);
-    offset += static_cast<uint64_t>(got);
-  }
-  return true;
-}
-
-bool write_all(int fd, const void* src, size_t n, uint64_t offset) {
-  const auto* p = static_cast<const uint8_t*>(src);
-  while (n > 0) {
-    const ssize_t put = pwrite(fd, p, n, static_cast<off_t>(offset));
-    if (put <= 0) return false;
-    p += put;
-    n -= static_cast<size_t>(put);
-    offset += static_cast<uint64_t>(put);
-  }
-  return true;
-}
 
 // The header: magic, the text's length and hash, the text.
 std::string header_bytes(const std::string& text) {
@@ -158,7 +121,6 @@ std::string made_of(const fs::path& image) {
 std::vector<uint64_t> hash_regions(const uint8_t* base, std::span<const uint64_t> offsets,
                                    std::span<const BufferPlan> plans, bool prefetch) {
   struct Piece {
-    size_t region;
     uint64_t at, size;
   };
   std::vector<Piece> pieces;
@@ -166,7 +128,7 @@ std::vector<uint64_t> hash_regions(const uint8_t* base, std::span<const uint64_t
   for (size_t i = 0; i < plans.size(); ++i) {
     first[i] = pieces.size();
     for (uint64_t at = 0; at < plans[i].size; at += kChunk) {
-      pieces.push_back({i, offsets[i] + at, std::min<uint64_t>(kChunk, plans[i].size - at)});
+      pieces.push_back({offsets[i] + at, std::min<uint64_t>(kChunk, plans[i].size - at)});
     }
   }
   first[plans.size()] = pieces.size();
@@ -235,21 +197,17 @@ WeightsImage::WeightsImage(fs::path dir, const fs::path& source, std::span<const
   d += fmt::format("source {}\n", source_.string());
   d += fmt::format("file size {} mtime {}.{:09} inode {} device {}\n", st.st_size, st.st_mtim.tv_sec,
                    st.st_mtim.tv_nsec, st.st_ino, st.st_dev);
-  // The header page(s) come first; its size does not depend on the hashes.
-  uint64_t at = 0;
-  std::vector<std::string> lines;
   for (size_t i = 0; i < plans_.size(); ++i) {
     const BufferPlan& p = plans_[i];
-    lines.push_back(fmt::format("buffer {} {} {} bytes\n", i, p.type->name(), p.size));
+    d += fmt::format("buffer {} {} {} bytes\n", i, p.type->name(), p.size);
     for (const auto& [t, offset] : p.tensors) {
-      lines.push_back(fmt::format("tensor {} {} {} {} {}x{}x{}x{}\n", i, offset, t->name,
-                                  dtype_name(t->type), t->ne[0], t->ne[1], t->ne[2], t->ne[3]));
+      d += fmt::format("tensor {} {} {} {} {}x{}x{}x{}\n", i, offset, t->name, dtype_name(t->type),
+                       t->ne[0], t->ne[1], t->ne[2], t->ne[3]);
     }
   }
-  for (const std::string& l : lines) d += l;
-  // Space for the header: magic, sizes, this text and the hash lines.
-  const uint64_t header = 24 + d.size() + plans_.size() * 64 + 64;
-  at = round_up(header, kAlign);
+  // The header comes first: magic, sizes, this text, and per buffer an "at"
+  // and a "hash" line (under 64 bytes together).
+  uint64_t at = round_up(24 + d.size() + plans_.size() * 64 + 64, kAlign);
   for (const BufferPlan& p : plans_) {
     offsets_.push_back(at);
     at = round_up(at + p.size, kAlign);
