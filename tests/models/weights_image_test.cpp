@@ -157,10 +157,14 @@ TEST_F(WeightsImageTest, AnImageThatDoesNotCheckOutIsReplaced) {
     const char* reason;
   };
   const uint8_t junk[] = {0x5a, 0xa5, 0x5a, 0xa5};
+  const uint8_t big[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f};
   const Damage damages[] = {
       {"a byte of the weights", [&] { patch(image, (uint64_t{2} << 20) + 100, std::span(junk, 1)); },
        "do not hash"},
       {"the magic", [&] { patch(image, 0, junk); }, "not a weights image"},
+      // A header length past the file (and past the 64 MiB any header may take): refused
+      // before anything of that size is read or allocated.
+      {"the header's length", [&] { patch(image, 8, std::span(big, 8)); }, "header of"},
       {"the header text", [&] { patch(image, 40, junk); }, "header hash"},
       {"truncated", [&] { fs::resize_file(image, size - 4096); }, "bytes, expected"},
       {"empty", [&] { fs::resize_file(image, 0); }, "not a weights image"},
