@@ -1,6 +1,6 @@
 // The CUDA kernels' block arithmetic compiled for the host and checked
 // against the CPU's reference quantizers, on every build:
-// - K-quants and IQ4 (kquants.cuh): element values (GET_ROWS, the f16 weights cuBLAS
+// - K-quants, IQ4 and MXFP4 (kquants.cuh): element values (GET_ROWS, the f16 weights cuBLAS
 //   reads) and sub-block dot products against int8 activations (the decode
 //   matrix-vector kernel), on blocks from the quantizer and on random bytes
 //   (every scale bit pattern);
@@ -26,7 +26,7 @@ namespace kq = cuda::kq;
 
 constexpr DType kTypes[] = {DType::kQ2_K,  DType::kQ3_K,  DType::kQ4_K, DType::kQ5_K,
                             DType::kQ6_K,  DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ4_1,
-                            DType::kQ5_0, DType::kQ5_1};
+                            DType::kQ5_0, DType::kQ5_1,  DType::kMXFP4};
 
 // `blocks` super-blocks of `type`: from the quantizer (random normal values
 // at a random scale), or random bytes with sane f16 scales.
@@ -58,6 +58,10 @@ std::vector<uint8_t> make_blocks(DType type, int blocks, bool from_quantizer, st
       case DType::kQ5_0: put(0, scale(rng)); break;
       case DType::kQ4_1:
       case DType::kQ5_1: put(0, scale(rng)); put(2, -scale(rng)); break;  // d, m
+      case DType::kMXFP4:  // E8M0 exponents around 2^0, both subnormal ones among them
+        b[0] = static_cast<uint8_t>(i % 2 == 0 ? std::uniform_int_distribution<int>(100, 140)(rng)
+                                               : std::uniform_int_distribution<int>(0, 3)(rng));
+        break;
       default: put(0, scale(rng)); put(2, scale(rng)); break;  // Q4_K, Q5_K: d, dmin
     }
   }

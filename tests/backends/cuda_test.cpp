@@ -244,6 +244,35 @@ TEST_F(CudaGpuTest, RowIdsOutsideTheTensorAreAnError) {
   stream->synchronize();  // reported once
 }
 
+// An expert id outside MUL_MAT_ID's experts: an Error when the stream syncs.
+TEST_F(CudaGpuTest, ExpertIdsOutsideTheExpertsAreAnError) {
+  Graph g;
+  Tensor* w = g.new_tensor(DType::kF32, {32, 4, 3}, "w");
+  Tensor* x = g.new_tensor(DType::kF32, {32, 1, 1}, "x");
+  Tensor* ids = g.new_tensor(DType::kI32, {2, 1}, "ids");
+  Tensor* y = ops::mul_mat_id(g, w, x, ids);
+  g.expand(y);
+  auto buf = gpu_->buffer_type().allocate(4096);
+  buf->place(*w, 0);
+  buf->place(*x, 1536);
+  buf->place(*ids, 1792);
+  buf->place(*y, 2048);
+  const std::vector<float> values(384, 1.0f);
+  buf->set_tensor(*w, values.data());
+  buf->set_tensor(*x, values.data());
+  const int32_t bad[2] = {2, 3};
+  buf->set_tensor(*ids, bad);
+  auto stream = gpu_->make_stream();
+  stream->compute(g);
+  try {
+    stream->synchronize();
+    ADD_FAILURE() << "expert id 3 of 3 experts was not reported";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.category(), ErrorCategory::kInvalidArgument) << e.what();
+  }
+  stream->synchronize();  // reported once
+}
+
 // f32 rows copied into Q8_0 / Q4_0 blocks on the GPU (the quantized KV cache's
 // K-shift write-back; SET_ROWS shares the kernel) hold the bytes the CPU's
 // quantizer writes, block for block.
@@ -330,7 +359,7 @@ TEST(CudaOpRules, LlamaQuantizeWeightTypesStayOnTheGpu) {
   };
   for (DType type : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
                      DType::kIQ4_NL, DType::kIQ4_XS, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                     DType::kQ8_0, DType::kF16, DType::kF32}) {
+                     DType::kMXFP4, DType::kQ8_0, DType::kF16, DType::kF32}) {
     SCOPED_TRACE(dtype_name(type));
     for (int64_t n : {1, 2, 5, 8, 9, 512}) {
       SCOPED_TRACE(n);
@@ -352,6 +381,33 @@ TEST(CudaOpRules, LlamaQuantizeWeightTypesStayOnTheGpu) {
     Tensor* w = g.new_tensor(type, {4096, 96}, "w");
     Tensor* x = g.new_tensor(DType::kF32, {4096, 1}, "x");
     EXPECT_FALSE(cuda::supports(*ops::mul_mat(g, w, x)));
+  }
+}
+
+// Expert matmuls stay on the GPU for every weight type its matrix-vector
+// kernels read (Q4_0 / Q8_0 once split, which tensors in a host buffer are
+// not), at any batch, without cuBLAS.
+TEST(CudaOpRules, ExpertMatmulsStayOnTheGpu) {
+  for (DType type : {DType::kQ4_K, DType::kQ6_K, DType::kIQ4_XS, DType::kQ5_0, DType::kMXFP4,
+                     DType::kF16, DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(dtype_name(type));
+    for (int64_t tokens : {1, 7, 512}) {
+      Graph g;
+      Tensor* w = g.new_tensor(type, {2048, 96, 32}, "ffn_up_exps");
+      Tensor* x = g.new_tensor(DType::kF32, {2048, 1, tokens}, "x");
+      Tensor* ids = g.new_tensor(DType::kI32, {4, tokens}, "ids");
+      Tensor* y = ops::mul_mat_id(g, w, x, ids);
+      EXPECT_TRUE(cuda::supports(*y)) << tokens;
+      EXPECT_FALSE(cuda::needs_cublas(*y));
+    }
+  }
+  Graph g;
+  for (DType type : {DType::kQ4_0, DType::kQ8_0, DType::kQ8_K}) {
+    SCOPED_TRACE(dtype_name(type));
+    Tensor* w = g.new_tensor(type, {2048, 96, 32}, "ffn_up_exps");  // GGUF blocks, not split
+    Tensor* x = g.new_tensor(DType::kF32, {2048, 4, 2}, "x");
+    Tensor* ids = g.new_tensor(DType::kI32, {4, 2}, "ids");
+    EXPECT_FALSE(cuda::supports(*ops::mul_mat_id(g, w, x, ids)));
   }
 }
 

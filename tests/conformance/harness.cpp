@@ -501,8 +501,9 @@ Tensor* strided_input(CaseGraph& c, DType type, std::array<int64_t, kMaxDims> ne
 }
 
 // The CUDA backend's op set (backends/cuda/ops/ops.cpp): float types in any
-// strides; Q4_0 / Q8_0 (split weights or GGUF blocks) for MUL_MAT and
-// GET_ROWS; attention with float K/V of head size <= 256.
+// strides; Q4_0 / Q8_0 (split weights or GGUF blocks) and the other block
+// types for MUL_MAT, MUL_MAT_ID and GET_ROWS; attention with float or
+// Q4_0 / Q8_0 K/V of head size <= 256.
 bool cuda_claims(const Tensor& node) {
   const auto is_float = [](const Tensor* t) {
     return t->type == DType::kF32 || t->type == DType::kF16 || t->type == DType::kBF16;
@@ -524,6 +525,7 @@ bool cuda_claims(const Tensor& node) {
       case DType::kQ6_K:
       case DType::kIQ4_NL:
       case DType::kIQ4_XS:
+      case DType::kMXFP4:
         return true;
       default:
         return q4_q8(t);
@@ -534,6 +536,12 @@ bool cuda_claims(const Tensor& node) {
     case Op::kMulMat:
     case Op::kGetRows:
       return is_float(a) || gguf_blocks(a);
+    case Op::kAddId:
+      return is_float(a) && node.src[2]->type == DType::kI32;
+    case Op::kArgsort:  // an MoE router's rows, not a vocabulary
+      return is_float(a) && node.type == DType::kI32 && a->ne[0] <= 1024;
+    case Op::kMulMatId:  // experts in the weights buffer (Q4_0 / Q8_0 split); f32 activations
+      return (is_float(a) || gguf_blocks(a)) && node.src[1]->type == DType::kF32;
     case Op::kSetRows:  // a quantized KV cache is written in Q4_0 / Q8_0 blocks
       return is_float(&node) || (q4_q8(&node) && a->type == DType::kF32);
     case Op::kCpy:
@@ -554,6 +562,8 @@ bool cuda_claims(const Tensor& node) {
     case Op::kUnary:
     case Op::kSwiglu:
     case Op::kGeglu:
+    case Op::kSwigluOai:
+    case Op::kSumRows:
     case Op::kRmsNorm:
     case Op::kNorm:
     case Op::kSoftMax:

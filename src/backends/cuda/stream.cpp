@@ -173,7 +173,8 @@ void CudaStream::synchronize() {
     *bad_row_id_ = 0;
     fail(ErrorCategory::kInvalidArgument,
          "[{}] GET_ROWS or SET_ROWS found a row id outside its tensor's rows (that row was "
-         "not read or written)",
+         "not read or written), or MUL_MAT_ID / ADD_ID an expert id outside its experts (that "
+         "product reads as zeros, that bias as nothing)",
          device_.name());
   }
 }

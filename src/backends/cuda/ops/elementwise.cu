@@ -86,6 +86,34 @@ __global__ void glu_kernel(Glu op, Arr gate, Arr up, Arr d) {
   }
 }
 
+// gpt-oss's clamped SwiGLU, as the CPU computes it (std::min, std::clamp).
+__global__ void swiglu_oai_kernel(Arr gate, Arr up, Arr d, float alpha, float limit) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    const float g = load(at(gate, x.i0, x.i1, x.i2, x.i3), gate.type);
+    const float u = load(at(up, x.i0, x.i1, x.i2, x.i3), up.type);
+    const float gx = limit < g ? limit : g;
+    const float uy = u < -limit ? -limit : (limit < u ? limit : u);
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type, gx / (1.0f + expf(alpha * -gx)) * (uy + 1.0f));
+  }
+}
+
+// d[i0, i1, i2] = a[i0, i1, i2] + b[i0, ids[i1, i2]]; an id outside b's rows
+// sets *bad (the stream reports it) and adds nothing.
+__global__ void add_id_kernel(Arr a, Arr b, Arr ids, Arr d, int* bad) {
+  TESSERA_GRID_LOOP(i, d.n()) {
+    const Index x = unflatten(i, d.ne);
+    const int64_t id = *reinterpret_cast<const int32_t*>(at(ids, x.i1, x.i2, 0, 0));
+    float v = load(at(a, x.i0, x.i1, x.i2, x.i3), a.type);
+    if (id >= 0 && id < b.ne[1]) {
+      v += load(at(b, x.i0, id, 0, 0), b.type);
+    } else {
+      *bad = 1;
+    }
+    store(at(d, x.i0, x.i1, x.i2, x.i3), d.type, v);
+  }
+}
+
 __global__ void copy_kernel(Arr a, Arr d) {
   TESSERA_GRID_LOOP(i, d.n()) {
     const Index xs = unflatten(i, a.ne);
@@ -120,6 +148,14 @@ void clamp(cudaStream_t s, const Arr& a, const Arr& d, float lo, float hi) {
 
 void glu(cudaStream_t s, Glu op, const Arr& gate, const Arr& up, const Arr& d) {
   glu_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(op, gate, up, d);
+}
+
+void swiglu_oai(cudaStream_t s, const Arr& gate, const Arr& up, const Arr& d, float alpha, float limit) {
+  swiglu_oai_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(gate, up, d, alpha, limit);
+}
+
+void add_id(cudaStream_t s, const Arr& a, const Arr& b, const Arr& ids, const Arr& d, int* bad) {
+  add_id_kernel<<<grid_for(d.n(), kBlock), kBlock, 0, s>>>(a, b, ids, d, bad);
 }
 
 void copy(cudaStream_t s, const Arr& a, const Arr& d) {

@@ -17,6 +17,9 @@
 // With more than one share of the keys ("split KV", for decode: few rows,
 // long caches) each block writes its unnormalized (max, sum, accumulator) per
 // row and combine_kernel joins them.
+//
+// With sinks (gpt-oss: one learned logit per query head) the sink joins each
+// row's softmax denominator where the row is divided: sum + e^(sink - max).
 #include <algorithm>
 
 #include "cuda/ops/device.cuh"
@@ -40,6 +43,13 @@ __device__ __forceinline__ Row row_of(int64_t r, int64_t n_head, int64_t n_q) {
   o.iq = r % n_q;
   o.b = r / n_q;
   return o;
+}
+
+// 1 / (sum + e^(sink - m)) for head h's row of running max m (0 when nothing
+// is left: every key masked and no sink, or a sink past float range), as the CPU.
+__device__ __forceinline__ float denominator_inverse(float m, float sum, const Attention& p, int64_t h) {
+  const float den = p.sinks != nullptr ? sum + expf(p.sinks[h] - m) : sum;
+  return den == 0.0f || isinf(den) ? 0.0f : 1.0f / den;
 }
 
 __global__ void __launch_bounds__(kWarps * kWarp)
@@ -117,7 +127,7 @@ __global__ void __launch_bounds__(kWarps * kWarp)
     total += l_s[w] * factor[w];
   }
   if (splits == 1) {
-    const float inv = total == 0.0f ? 0.0f : 1.0f / total;  // every key masked: zeros
+    const float inv = denominator_inverse(mx, total, p, o.h);  // every key masked: zeros
     for (int64_t i = threadIdx.x; i < dv; i += blockDim.x) {
       float sum = 0.0f;
       for (int w = 0; w < kWarps; ++w) sum += acc_s[w][i] * factor[w];
@@ -330,7 +340,7 @@ __global__ void __launch_bounds__(kWarps * kWarp, 2)
     if (!live[r]) continue;
     const int64_t out_row = head[r] + n_head * (pos[r] + n_q * b);  // the output's row order
     if (splits == 1) {
-      const float inv = l[r] == 0.0f ? 0.0f : 1.0f / l[r];  // every key masked: zeros
+      const float inv = denominator_inverse(m[r], l[r], p, head[r]);  // every key masked: zeros
 #pragma unroll
       for (int c = 0; c < kTileDim / kWarp; ++c) {
         const int64_t i = lane + int64_t{kWarp} * c;
@@ -352,7 +362,7 @@ __global__ void __launch_bounds__(kWarps * kWarp, 2)
 }
 
 __global__ void combine_kernel(const float* partial, Arr d, int64_t n_head, int64_t n_q, int64_t dv,
-                               int splits) {
+                               int splits, Attention p) {
   const Row o = row_of(blockIdx.x, n_head, n_q);
   const float* in = partial + static_cast<int64_t>(blockIdx.x) * splits * (dv + 2);
   float mx = -INFINITY;
@@ -362,7 +372,7 @@ __global__ void combine_kernel(const float* partial, Arr d, int64_t n_head, int6
     const float m = in[s * (dv + 2)];
     if (m != -INFINITY) total += in[s * (dv + 2) + 1] * expf(m - mx);
   }
-  const float inv = total == 0.0f ? 0.0f : 1.0f / total;
+  const float inv = denominator_inverse(mx, total, p, o.h);
   for (int64_t i = threadIdx.x; i < dv; i += blockDim.x) {
     float sum = 0.0f;
     for (int s = 0; s < splits; ++s) {
@@ -414,7 +424,7 @@ void flash_attn(cudaStream_t s, const Arr& q, const Arr& k, const Arr& v, const 
   }
   if (splits > 1) {
     combine_kernel<<<static_cast<unsigned>(rows), 128, 0, s>>>(partial, d, q.ne[2], q.ne[1], v.ne[0],
-                                                               splits);
+                                                               splits, p);
   }
 }
 

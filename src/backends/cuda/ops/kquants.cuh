@@ -1,6 +1,7 @@
 // The blocks llama-quantize's K and IQ4 mixes write (Q2_K, Q3_K, Q4_K, Q5_K,
 // Q6_K, IQ4_XS: super-blocks of 256; IQ4_NL, and Q4_1 / Q5_0 / Q5_1, which
-// it writes for rows that 256 does not divide: blocks of 32; GGUF layouts,
+// it writes for rows that 256 does not divide: blocks of 32), and MXFP4
+// (gpt-oss's experts: blocks of 32 under an E8M0 scale); GGUF layouts,
 // see src/core/quants.h), read in place by the CUDA kernels: one element as a
 // float (GET_ROWS, dequantization for cuBLAS) and one 32-element sub-block
 // against a block of int8 activations (decode's matrix-vector product).
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "cuda/ops/quant_blocks.cuh"
 
@@ -26,13 +28,14 @@ namespace tessera::cuda::kq {
 
 // GGUF type ids (as DType and the kernels' Type).
 inline constexpr uint32_t kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ2K = 10, kQ3K = 11, kQ4K = 12,
-                          kQ5K = 13, kQ6K = 14, kIQ4NL = 20, kIQ4XS = 23;
+                          kQ5K = 13, kQ6K = 14, kIQ4NL = 20, kIQ4XS = 23, kMXFP4 = 39;
 inline constexpr int kSuper = 256;  // elements per super-block
 inline constexpr int kSub = 32;     // elements per sub-block and per activation block
 
 TESSERA_HD bool is_kquant(uint32_t type) {
   return type == kQ2K || type == kQ3K || type == kQ4K || type == kQ5K || type == kQ6K ||
-         type == kIQ4NL || type == kIQ4XS || type == kQ4_1 || type == kQ5_0 || type == kQ5_1;
+         type == kIQ4NL || type == kIQ4XS || type == kQ4_1 || type == kQ5_0 || type == kQ5_1 ||
+         type == kMXFP4;
 }
 
 TESSERA_HD int block_bytes(uint32_t type) {
@@ -47,13 +50,15 @@ TESSERA_HD int block_bytes(uint32_t type) {
     case kQ4_1: return 20;
     case kQ5_0: return 22;
     case kQ5_1: return 24;
+    case kMXFP4: return 17;
     default: return 0;
   }
 }
 
-// Elements per block: 256, or 32 for IQ4_NL, Q4_1, Q5_0 and Q5_1.
+// Elements per block: 256, or 32 for IQ4_NL, Q4_1, Q5_0, Q5_1 and MXFP4.
 TESSERA_HD int block_elems(uint32_t type) {
-  return type == kIQ4NL || type == kQ4_1 || type == kQ5_0 || type == kQ5_1 ? kSub : kSuper;
+  return type == kIQ4NL || type == kQ4_1 || type == kQ5_0 || type == kQ5_1 || type == kMXFP4 ? kSub
+                                                                                               : kSuper;
 }
 
 // Sum of four int8 products packed in two words (dp4a on the GPU).
@@ -80,6 +85,26 @@ TESSERA_HD int iq4_value(int q) {
   // -127 -104 -83 -65 -49 -35 -22 -10 | 1 13 25 38 53 69 89 113, a byte each.
   const uint64_t half = q < 8 ? 0xF6EADDCFBFAD9881ull : 0x7159453526190D01ull;
   return static_cast<int8_t>(static_cast<uint8_t>(half >> (8 * (q & 7))));
+}
+
+// MXFP4: the doubled e2m1 value code q (a nibble) stands for, as int8
+// (0 1 2 3 4 6 8 12, then the same negated), packed as iq4_value's.
+TESSERA_HD int mxfp4_value(int q) {
+  const uint64_t half = q < 8 ? 0x0C08060403020100ull : 0xF4F8FAFCFDFEFF00ull;
+  return static_cast<int8_t>(static_cast<uint8_t>(half >> (8 * (q & 7))));
+}
+
+// MXFP4: half the value of E8M0 exponent e, 2^(e - 128), exactly (the scale
+// of the doubled codes; subnormal for e < 2), as the CPU's e8m0_to_fp32_half.
+TESSERA_HD float e8m0_half(int e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(bits);
+#else
+  float v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+#endif
 }
 
 // Q4_K / Q5_K: the 6-bit scale and min of sub-block j (0..7), from the 12
@@ -128,6 +153,11 @@ TESSERA_HD int quant(const uint8_t* b, uint32_t type, int j, int l) {
       // 16 bytes of codes per 32 elements: l < 16 low nibbles, l >= 16 high.
       const uint8_t* qs = type == kIQ4NL ? b + 2 : b + 8 + 16 * j;
       return iq4_value(l < 16 ? qs[l] & 0x0f : qs[l - 16] >> 4);
+    }
+    case kMXFP4: {
+      // An E8M0 byte, then 16 bytes of codes laid out as IQ4_NL's.
+      const uint8_t* qs = b + 1;
+      return mxfp4_value(l < 16 ? qs[l] & 0x0f : qs[l - 16] >> 4);
     }
     case kQ4_1:
     case kQ5_0:
@@ -187,6 +217,9 @@ TESSERA_HD SubParams params(const uint8_t* b, uint32_t type, int j) {
     }
     case kIQ4NL:
       p.a0 = p.a1 = qb::half_to_float(b);
+      break;
+    case kMXFP4:
+      p.a0 = p.a1 = e8m0_half(b[0]);
       break;
     case kQ4_1:
     case kQ5_1:  // x = d q + m

@@ -53,6 +53,11 @@ void scale(cudaStream_t s, const Arr& a, const Arr& d, float mul, float add);
 void unary(cudaStream_t s, Unary op, float param, const Arr& a, const Arr& d);
 void clamp(cudaStream_t s, const Arr& a, const Arr& d, float lo, float hi);
 void glu(cudaStream_t s, Glu op, const Arr& gate, const Arr& up, const Arr& d);
+// gpt-oss's SwiGLU: min(gate, limit) sigmoid(alpha min(gate, limit)) (clamp(up, +-limit) + 1).
+void swiglu_oai(cudaStream_t s, const Arr& gate, const Arr& up, const Arr& d, float alpha, float limit);
+// d = a + b[:, ids[i1, i2]] (ADD_ID: a per-expert bias row); ids i32 [ne1, ne2] of a.
+// An id outside b's rows sets *bad (host-mapped, as the row kernels').
+void add_id(cudaStream_t s, const Arr& a, const Arr& b, const Arr& ids, const Arr& d, int* bad);
 // Element i of a (row-major over a's shape) into element i of d, converting
 // between f32, f16 and bf16 (or copying i32 as it is).
 void copy(cudaStream_t s, const Arr& a, const Arr& d);
@@ -85,6 +90,11 @@ struct Alibi {
 };
 void soft_max(cudaStream_t s, const Arr& a, const Arr& mask, const Arr& d, float scale,
               const Alibi& alibi);
+// SUM_ROWS: d [1, ne1, ne2, ne3] the sums of a's rows.
+void sum_rows(cudaStream_t s, const Arr& a, const Arr& d);
+// ARGSORT into i32 d (a's shape), stable; rows of at most kMaxArgsortRow.
+inline constexpr int kMaxArgsortRow = 1024;
+void argsort(cudaStream_t s, const Arr& a, const Arr& d, bool descending);
 
 // ---- rope.cu ----------------------------------------------------------------------------
 struct Rope {
@@ -103,7 +113,7 @@ void rope(cudaStream_t s, const Arr& a, const Arr& pos, const Arr& factors, cons
 // and columns c < n_cols (1..8); x, y f32. The activations are quantized to
 // int8 blocks in `scratch` (mul_mat_vec_scratch bytes, 16-byte aligned).
 inline constexpr int kMaxMmvColumns = 8;
-size_t mul_mat_vec_scratch(int64_t k, int n_cols);
+size_t mul_mat_vec_scratch(int64_t k, int64_t n_cols);
 void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t x_stride,
                        float* y, int64_t y_stride, int n_cols, void* scratch);
 // The same on one matrix of Q2_K..Q6_K / IQ4_NL / IQ4_XS weights in GGUF
@@ -111,10 +121,34 @@ void mul_mat_vec_split(cudaStream_t s, const SplitQ& w, const float* x, int64_t 
 void mul_mat_vec_kquant(cudaStream_t s, const Arr& w, const float* x, int64_t x_stride, float* y,
                         int64_t y_stride, int n_cols, void* scratch);
 
+// MUL_MAT_ID: y[:, s, t] = w[:, :, ids[s, t]] x[:, s % n_x, t] for every
+// slot s < n_used and token t, x contiguous f32 [k, n_x, n_tokens], y
+// contiguous f32 [m, n_used, n_tokens]. One pair per grid row, the id read
+// on the device; an id outside [0, n_expert) sets *bad (host-mapped, as the
+// row kernels') and leaves zeros. The quantized forms take
+// mul_mat_vec_scratch(k, n_x * n_tokens) bytes of scratch.
+struct ExpertPairs {
+  Arr ids;  // i32 (or i64) [n_used, n_tokens]
+  int64_t n_used = 0, n_tokens = 0;
+  int64_t n_expert = 0;  // matrices in w
+  int64_t m = 0;         // rows of each
+  int64_t n_x = 1;       // activation columns per token: 1 (shared by the slots) or n_used
+  int64_t first = 0;     // the launch's first pair (the launcher sets it)
+};
+void mul_mat_id_split(cudaStream_t s, const SplitQ& w, const ExpertPairs& e, const float* x, float* y,
+                      void* scratch, int* bad);
+// K-quant / IQ4 / MXFP4 (and Q4_1 / Q5_0 / Q5_1) experts in GGUF blocks, read in place.
+void mul_mat_id_kquant(cudaStream_t s, const Arr& w, const ExpertPairs& e, const float* x, float* y,
+                       void* scratch, int* bad);
+// f32 / f16 / bf16 experts at w's strides, summed in f32.
+void mul_mat_id_float(cudaStream_t s, const Arr& w, const ExpertPairs& e, const float* x, float* y,
+                      int* bad);
+
 // ---- flash_attn.cu ----------------------------------------------------------------------
 struct Attention {
   float scale = 1.0f, softcap = 0.0f;
   Alibi alibi;
+  const float* sinks = nullptr;  // f32 [n_head]: each head's logit in its rows' denominators
 };
 inline constexpr int kMaxHeadDim = 256;
 // Result of the blocks that each took a share of the keys, combined; `partial`

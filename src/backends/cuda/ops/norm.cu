@@ -1,5 +1,5 @@
-// Per-row reductions: RMS_NORM, NORM and SOFT_MAX, one block per row, any
-// float types and strides.
+// Per-row reductions: RMS_NORM, NORM, SOFT_MAX, SUM_ROWS and ARGSORT, one
+// block per row, any float types and strides.
 #include "cuda/ops/device.cuh"
 
 namespace tessera::cuda::k {
@@ -61,6 +61,36 @@ __global__ void soft_max_kernel(Arr a, Arr mask, Arr d, float scale, Alibi alibi
   }
 }
 
+// SUM_ROWS: d[0, i1, i2, i3] = the row's sum, in f32 (the CPU sums in double).
+__global__ void sum_rows_kernel(Arr a, Arr d) {
+  __shared__ float shared[kBlock / kWarp];
+  const Index r = row_of(blockIdx.x, d.ne);
+  float sum = 0.0f;
+  for (int64_t i = threadIdx.x; i < a.ne[0]; i += blockDim.x) sum += load(at(a, i, r.i1, r.i2, r.i3), a.type);
+  sum = block_reduce<false>(sum, shared);
+  if (threadIdx.x == 0) store(at(d, 0, r.i1, r.i2, r.i3), d.type, sum);
+}
+
+// ARGSORT, stable as the CPU's (ties keep index order): element i goes to the
+// place counted by the elements ordered before it. Rows of up to
+// kMaxArgsortRow (an MoE router's experts, not a vocabulary).
+__global__ void argsort_kernel(Arr a, Arr d, bool descending) {
+  __shared__ float vals[kMaxArgsortRow];
+  const Index r = row_of(blockIdx.x, d.ne);
+  const auto n = static_cast<int>(d.ne[0]);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) vals[i] = load(at(a, i, r.i1, r.i2, r.i3), a.type);
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float v = vals[i];
+    int place = 0;
+    for (int j = 0; j < n; ++j) {
+      const float u = vals[j];
+      place += ((descending ? u > v : u < v) || (u == v && j < i)) ? 1 : 0;
+    }
+    *reinterpret_cast<int32_t*>(at(d, place, r.i1, r.i2, r.i3)) = i;
+  }
+}
+
 unsigned rows(const Arr& d) { return static_cast<unsigned>(d.ne[1] * d.ne[2] * d.ne[3]); }
 
 }  // namespace
@@ -76,6 +106,14 @@ void norm(cudaStream_t s, const Arr& a, const Arr& d, float eps) {
 void soft_max(cudaStream_t s, const Arr& a, const Arr& mask, const Arr& d, float scale,
               const Alibi& alibi) {
   if (rows(d) > 0) soft_max_kernel<<<rows(d), kBlock, 0, s>>>(a, mask, d, scale, alibi);
+}
+
+void sum_rows(cudaStream_t s, const Arr& a, const Arr& d) {
+  if (rows(d) > 0) sum_rows_kernel<<<rows(d), kBlock, 0, s>>>(a, d);
+}
+
+void argsort(cudaStream_t s, const Arr& a, const Arr& d, bool descending) {
+  if (rows(d) > 0 && d.ne[0] > 0) argsort_kernel<<<rows(d), kBlock, 0, s>>>(a, d, descending);
 }
 
 }  // namespace tessera::cuda::k

@@ -45,12 +45,12 @@ bool plain_float(const Tensor& t) { return is_float(t.type) && aligned_strides(t
 bool is_kquant(DType t) {
   return t == DType::kQ2_K || t == DType::kQ3_K || t == DType::kQ4_K || t == DType::kQ5_K ||
          t == DType::kQ6_K || t == DType::kIQ4_NL || t == DType::kIQ4_XS || t == DType::kQ4_1 ||
-         t == DType::kQ5_0 || t == DType::kQ5_1;
+         t == DType::kQ5_0 || t == DType::kQ5_1 || t == DType::kMXFP4;
 }
 
-// Q4_0 / Q8_0 / K-quants / IQ4 in plain GGUF blocks (not split): whole
-// blocks along dim 0, rows at even byte strides (each block's f16 scales
-// 2-byte aligned; the K-quant kernels load bytes).
+// Q4_0 / Q8_0 / K-quants / IQ4 / MXFP4 in plain GGUF blocks (not split):
+// whole blocks along dim 0, rows at even byte strides (each block's f16
+// scales 2-byte aligned; the K-quant kernels load bytes).
 bool plain_blocks(const Tensor& t) {
   if (!(t.type == DType::kQ4_0 || t.type == DType::kQ8_0 || is_kquant(t.type)) || is_split(t) ||
       is_view_of_split(t)) {
@@ -59,8 +59,10 @@ bool plain_blocks(const Tensor& t) {
   const size_t bb = dtype_info(t.type).block_bytes;
   const int64_t qk = dtype_info(t.type).block_size;
   const size_t start = t.data != nullptr ? reinterpret_cast<uintptr_t>(t.data) : offset_in_storage(t);
-  return t.nb[0] == bb && t.ne[0] % qk == 0 && t.nb[1] % 2 == 0 && t.nb[2] % 2 == 0 &&
-         t.nb[3] % 2 == 0 && start % 2 == 0;
+  if (t.nb[0] != bb || t.ne[0] % qk != 0) return false;
+  // MXFP4's 17-byte blocks hold no f16: any byte will do.
+  return t.type == DType::kMXFP4 ||
+         (t.nb[1] % 2 == 0 && t.nb[2] % 2 == 0 && t.nb[3] % 2 == 0 && start % 2 == 0);
 }
 
 // Decode on K-quant weights reads them in place (mul_mat.cu); other
@@ -206,7 +208,11 @@ bool supports_attention(const Tensor& node) {
       mask == nullptr || (plain_float(*mask) && mask->ne[0] == k.ne[1] && mask->ne[1] >= q.ne[1] &&
                           mask->ne[2] >= 1 && mask->ne[3] >= 1 && q.ne[2] % mask->ne[2] == 0 &&
                           q.ne[3] % mask->ne[3] == 0);
-  return types && shapes && mask_ok && FlashAttnExtParams::get(node).softcap >= 0.0f;
+  // Sinks (gpt-oss): one f32 logit per query head, contiguous.
+  const Tensor* sinks = node.src[4];
+  const bool sinks_ok = sinks == nullptr || (sinks->type == DType::kF32 && sinks->ne[0] == q.ne[2] &&
+                                             sinks->n_elements() == q.ne[2] && sinks->is_contiguous());
+  return types && shapes && mask_ok && sinks_ok && FlashAttnExtParams::get(node).softcap >= 0.0f;
 }
 
 bool fits_cublas(const Tensor& t) {
@@ -249,6 +255,26 @@ bool supports_mul_mat(const Tensor& node) {
   // cuBLAS reads w as a column-major k x m matrix: contiguous rows, no overlap.
   return plain_float(w) && w.nb[0] == elem_size(w.type) && w.nb[1] >= w.nb[0] * static_cast<size_t>(w.ne[0]) &&
          fits_cublas(w);
+}
+
+// MUL_MAT_ID (mul_mat.cu): experts [k, m, n_expert] split, in GGUF blocks
+// the matrix-vector kernels read in place, or float; x f32 [k, n_x, n_tokens]
+// (staged when not contiguous); ids i32 / i64 [n_used, n_tokens].
+bool supports_mul_mat_id(const Tensor& node) {
+  const Tensor& w = *node.src[0];
+  const Tensor& x = *node.src[1];
+  const Tensor& ids = *node.src[2];
+  const bool shape = w.ne[3] == 1 && x.ne[3] == 1 && ids.ne[2] == 1 && ids.ne[3] == 1 &&
+                     w.ne[0] == x.ne[0] && x.ne[2] == ids.ne[1] && node.ne[0] == w.ne[1] &&
+                     node.ne[1] == ids.ne[0] && node.ne[2] == ids.ne[1] && node.ne[3] == 1;
+  if (!shape || node.type != DType::kF32 || !node.is_contiguous() || x.type != DType::kF32 ||
+      !aligned_strides(x) || (ids.type != DType::kI32 && ids.type != DType::kI64) ||
+      !aligned_strides(ids)) {
+    return false;
+  }
+  if (is_split(w)) return true;
+  if (is_kquant(w.type)) return plain_blocks(w);
+  return plain_float(w);
 }
 
 // ---- compute ------------------------------------------------------------------------------
@@ -369,6 +395,37 @@ void mul_mat(const OpContext& ctx, const Tensor& node) {
   gemm(ctx, node, w.data, w.type, w_ld, nb2, nb3, w.ne[2], w.ne[3], xc);
 }
 
+void mul_mat_id(const OpContext& ctx, const Tensor& node) {
+  const Tensor& w = *node.src[0];
+  const Tensor& x = *node.src[1];
+  const Tensor& ids = *node.src[2];
+  k::ExpertPairs e;
+  e.ids = arr(ids);
+  e.n_used = ids.ne[0];
+  e.n_tokens = ids.ne[1];
+  e.n_expert = w.ne[2];
+  e.m = w.ne[1];
+  e.n_x = x.ne[1];
+  auto* y = static_cast<float*>(node.data);
+  if (x.ne[0] == 0) {  // empty sums: zeros, the ids still checked
+    k::mul_mat_id_float(ctx.stream, arr(w), e, nullptr, y, ctx.bad_row_id);
+    return;
+  }
+  const bool direct = x.is_contiguous();
+  Scratch xs(*ctx.pool, direct ? 0 : static_cast<size_t>(x.n_elements()) * sizeof(float));
+  const auto* xf = static_cast<const float*>(direct ? x.data : staged(ctx, x, DType::kF32, xs).data);
+  if (is_split(w) || is_kquant(w.type)) {
+    Scratch qs(*ctx.pool, k::mul_mat_vec_scratch(x.ne[0], x.ne[1] * x.ne[2]));
+    if (is_split(w)) {
+      k::mul_mat_id_split(ctx.stream, split_of(w), e, xf, y, qs.get(), ctx.bad_row_id);
+    } else {
+      k::mul_mat_id_kquant(ctx.stream, arr(w), e, xf, y, qs.get(), ctx.bad_row_id);
+    }
+    return;
+  }
+  k::mul_mat_id_float(ctx.stream, arr(w), e, xf, y, ctx.bad_row_id);
+}
+
 void flash_attn(const OpContext& ctx, const Tensor& node) {
   const Tensor& q = *node.src[0];
   const Tensor& kk = *node.src[1];
@@ -378,6 +435,7 @@ void flash_attn(const OpContext& ctx, const Tensor& node) {
   p.scale = fp.scale;
   p.softcap = fp.softcap;
   p.alibi = alibi(fp.max_bias, q.ne[2]);
+  if (node.src[4] != nullptr) p.sinks = static_cast<const float*>(node.src[4]->data);
   const k::Arr qa = arr(q), ka = arr(kk), va = arr(v);
   const k::Arr mask = node.src[3] ? arr(*node.src[3]) : none();
   const int splits = k::attention_splits(qa, ka, va, ctx.sm_count);
@@ -424,7 +482,10 @@ bool supports(const Tensor& node) {
     const Tensor* s = node.src[static_cast<size_t>(i)];
     if (s == nullptr) continue;
     if (is_view_of_split(*s)) return false;
-    if (is_split(*s) && !(i == 0 && (node.op == Op::kMulMat || node.op == Op::kGetRows))) return false;
+    if (is_split(*s) &&
+        !(i == 0 && (node.op == Op::kMulMat || node.op == Op::kMulMatId || node.op == Op::kGetRows))) {
+      return false;
+    }
   }
   const Tensor* a = node.src[0];
   switch (node.op) {
@@ -452,8 +513,26 @@ bool supports(const Tensor& node) {
     }
     case Op::kSwiglu:
     case Op::kGeglu:
+    case Op::kSwigluOai:
       return plain_float(node) && plain_float(*a) && plain_float(*node.src[1]) &&
              same_shape(node, *a) && same_shape(node, *node.src[1]);
+    case Op::kAddId: {
+      const Tensor& b = *node.src[1];
+      const Tensor& ids = *node.src[2];
+      return plain_float(node) && plain_float(*a) && plain_float(b) && same_shape(node, *a) &&
+             b.ne[0] == a->ne[0] && ids.type == DType::kI32 && aligned_strides(ids) &&
+             ids.ne[0] == a->ne[1] && ids.ne[1] == a->ne[2] && a->ne[3] == 1;
+    }
+    case Op::kSumRows:
+      return plain_float(node) && plain_float(*a) && node.ne[0] == 1 && node.ne[1] == a->ne[1] &&
+             node.ne[2] == a->ne[2] && node.ne[3] == a->ne[3] && node.n_rows() < (int64_t{1} << 31);
+    case Op::kArgsort: {
+      const SortOrder order = ArgsortParams::get(node).order;
+      return node.type == DType::kI32 && aligned_strides(node) && plain_float(*a) &&
+             same_shape(node, *a) && node.ne[0] <= k::kMaxArgsortRow &&
+             node.n_rows() < (int64_t{1} << 31) &&
+             (order == SortOrder::kAscending || order == SortOrder::kDescending);
+    }
     case Op::kRmsNorm:
     case Op::kNorm:
       return plain_float(node) && plain_float(*a) && same_shape(node, *a) && node.n_rows() < (int64_t{1} << 31);
@@ -462,9 +541,11 @@ bool supports(const Tensor& node) {
     case Op::kRope:
       return supports_rope(node) && node.n_rows() < (int64_t{1} << 31);
     case Op::kFlashAttnExt:
-      return supports_attention(node) && node.src[4] == nullptr && node.n_rows() < (int64_t{1} << 31);
+      return supports_attention(node) && node.n_rows() < (int64_t{1} << 31);
     case Op::kMulMat:
       return supports_mul_mat(node);
+    case Op::kMulMatId:
+      return supports_mul_mat_id(node);
     default:
       return false;
   }
@@ -532,6 +613,20 @@ void compute(const OpContext& ctx, const Tensor& node) {
       k::glu(s, node.op == Op::kSwiglu ? k::Glu::kSwiglu : k::Glu::kGeglu, arr(*a),
              arr(*node.src[1]), arr(node));
       return;
+    case Op::kSwigluOai: {
+      const SwigluOaiParams p = SwigluOaiParams::get(node);
+      k::swiglu_oai(s, arr(*a), arr(*node.src[1]), arr(node), p.alpha, p.limit);
+      return;
+    }
+    case Op::kAddId:
+      k::add_id(s, arr(*a), arr(*node.src[1]), arr(*node.src[2]), arr(node), ctx.bad_row_id);
+      return;
+    case Op::kSumRows:
+      k::sum_rows(s, arr(*a), arr(node));
+      return;
+    case Op::kArgsort:
+      k::argsort(s, arr(*a), arr(node), ArgsortParams::get(node).order == SortOrder::kDescending);
+      return;
     case Op::kRmsNorm:
       k::rms_norm(s, arr(*a), arr(node), NormParams::get(node).eps);
       return;
@@ -552,6 +647,9 @@ void compute(const OpContext& ctx, const Tensor& node) {
       return;
     case Op::kMulMat:
       mul_mat(ctx, node);
+      return;
+    case Op::kMulMatId:
+      mul_mat_id(ctx, node);
       return;
     default:
       fail(ErrorCategory::kUnsupported, "[CUDA{}] cannot compute {} on {}", ctx.device,
