@@ -7,7 +7,8 @@
 #
 # In order: the GPU and cuBLAS; cuda_test; the conformance suite on CUDA0;
 # perplexity CPU vs GPU at -b 1, 8 and 512 on TinyLlama-shaped Q4_0, Q8_0
-# and Q4_K files (agreement: see that step); tessera bench -ngl 99 pp512 / tg128 at
+# and Q4_K files (agreement: see that step); 2-block MoE files (gpt-oss
+# MXFP4, qwen3moe Q8_0 / Q4_K_M) CPU vs GPU and with --n-cpu-moe; tessera bench -ngl 99 pp512 / tg128 at
 # depth 0 and 2048 on those and a llama2-7b-shaped Q4_0; tg with CUDA graphs
 # off; per-kernel times when nsys is there.
 #
@@ -152,6 +153,44 @@ print(f'$(basename "$f") cache $ct: cpu {c:.4f} gpu {g:.4f} rel {rel:.1e} (f16 c
 else
   skip "quantized KV cache on the GPU: no GPU"
 fi
+
+stage "mixtures of experts, CPU vs GPU (2 blocks of gpt-oss-20b MXFP4, qwen3-30b-a3b Q8_0 / Q4_K_M)"
+# MUL_MAT_ID (split Q4_0/Q8_0, K-quant and MXFP4 experts read in place), the
+# router's ARGSORT / SUM_ROWS, ADD_ID, SWIGLU_OAI and attention sinks on the
+# GPU; perplexity judged as above; then with the experts of block 0 kept in
+# host memory (--n-cpu-moe 1), where the graph splits, and the speed.
+moe=()
+make_moe() {  # shape type file
+  [[ -f "$3" ]] && return 0
+  T "$tessera" synth --shape "$1" --layers 2 --type "$2" -o "$3" 2>&1 | grep -E "^wrote|rror"
+  [[ -f "$3" ]]
+}
+make_moe gpt-oss-20b mxfp4 "$MODELS/gpt-oss-20b-L2-mxfp4.gguf" && moe+=("$MODELS/gpt-oss-20b-L2-mxfp4.gguf")
+make_moe qwen3-30b-a3b q8_0 "$MODELS/qwen3-30b-a3b-L2-q8_0.gguf" && moe+=("$MODELS/qwen3-30b-a3b-L2-q8_0.gguf")
+qf16="$MODELS/qwen3-30b-a3b-L2-f16.gguf" qk="$MODELS/qwen3-30b-a3b-L2-q4_k_m.gguf"
+if [[ -f "$qk" ]] || { make_moe qwen3-30b-a3b f16 "$qf16" &&
+                       T "$tessera" quantize "$qf16" "$qk" Q4_K_M "$(nproc)" >/dev/null 2>&1; }; then
+  moe+=("$qk")
+fi
+for f in "${moe[@]}"; do
+  declare -A cpu_at=() gpu_at=()
+  for b in 1 128; do cpu_at[$b]=$(ppl "$f" "$b" 0); gpu_at[$b]=$(ppl "$f" "$b" 99); done
+  split=$(T "$tessera" perplexity -m "$f" -f "$here/data/story.txt" -c 128 -b 128 -ngl 99 --n-cpu-moe 1 2>&1 |
+          grep -oE 'PPL = [0-9.]+' | tail -1 | cut -d' ' -f3)
+  python3 - "$(basename "$f")" "${cpu_at[1]:-nan}" "${cpu_at[128]:-nan}" "${gpu_at[1]:-nan}" \
+      "${gpu_at[128]:-nan}" "${split:-nan}" <<'PY'
+import sys
+name, *v = sys.argv[1:]
+c1, c128, g1, g128, split = (float(x) for x in v)
+spread = abs(c1 - c128) / min(c1, c128)
+for label, c, g in (("-b 1", c1, g1), ("-b 128", c128, g128), ("-b 128 --n-cpu-moe 1", c128, split)):
+    rel = abs(g - c) / c
+    print(f"{name} {label}: cpu {c:.4f} gpu {g:.4f} rel {rel:.1e} (cpu spread {spread:.1e})",
+          "ok" if rel <= max(1e-3, 2 * spread) else "DIFFERS")
+PY
+  TESSERA_SCHED_DEBUG=1 T "$tessera" run -m "$f" -ngl 99 -p Hello -n 2 --temp 0 2>&1 | grep -iE "split|placement" | head -4
+  T "$tessera" bench -m "$f" -ngl 99 -p 512 -n 128 -r "$REPS" 2>&1 | tail -3
+done
 
 stage "where the graph runs (-ngl 99: one split means no matmul left on the CPU)"
 if [[ $gpu == 1 ]]; then
