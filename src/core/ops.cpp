@@ -217,8 +217,9 @@ Tensor* mul_mat_id(Graph& g, Tensor* w, Tensor* x, Tensor* ids) {
   constexpr Op op = Op::kMulMatId;
   detail::expect(w->ne[3] == 1 && !w->is_transposed(), op, *w,
                  "experts [K, M, n_expert] with contiguous rows");
-  detail::expect(x->type == DType::kF32 && x->ne[3] == 1 && x->ne[0] == w->ne[0] && !x->is_transposed(),
-                 op, *x, fmt::format("an f32 input [{}, n_x, T] with contiguous rows", w->ne[0]));
+  detail::expect(x->type == DType::kF32 && x->ne[3] == 1 && x->ne[0] == w->ne[0] && x->ne[1] > 0 &&
+                     !x->is_transposed(),
+                 op, *x, fmt::format("an f32 input [{}, n_x > 0, T] with contiguous rows", w->ne[0]));
   detail::expect(ids->type == DType::kI32 && ids->ne[2] == 1 && ids->ne[3] == 1 &&
                      ids->ne[1] == x->ne[2] && ids->ne[0] % x->ne[1] == 0,
                  op, *ids, fmt::format("i32 ids [n_used, {}] with n_used a multiple of {}", x->ne[2], x->ne[1]));

@@ -265,6 +265,12 @@ TEST(OpBuilders, RefuseBadInputsNamingTheOp) {
   expect_op_error([&] { ops::timestep_embedding(g, a, 16, 10000); }, "TIMESTEP_EMBEDDING");
   expect_op_error([&] { ops::sum_rows(g, i32); }, "SUM_ROWS");
   expect_op_error([&] { ops::argsort(g, a, static_cast<ops::SortOrder>(3)); }, "ARGSORT");
+  expect_op_error(  // no input column per token: refused, not a division by zero
+      [&] {
+        ops::mul_mat_id(g, g.new_tensor(DType::kF32, {8, 4, 3}), g.new_tensor(DType::kF32, {8, 0, 2}),
+                        g.new_tensor(DType::kI32, {2, 2}));
+      },
+      "MUL_MAT_ID");
   Tensor* img = g.new_tensor(DType::kF32, {9, 7, 3, 2});
   expect_op_error(
       [&] {

@@ -39,6 +39,7 @@ class CudaGraph final : public StreamGraph {
 bool decode_step(std::span<Tensor* const> nodes) {
   for (const Tensor* n : nodes) {
     if (n->op == Op::kMulMat && n->src[1]->n_rows() > k::kMaxMmvColumns) return false;  // prefill
+    if (n->op == Op::kMulMatId && n->ne[2] > k::kMaxMmvColumns) return false;
   }
   return true;
 }

@@ -71,9 +71,17 @@ __global__ void sum_rows_kernel(Arr a, Arr d) {
   if (threadIdx.x == 0) store(at(d, 0, r.i1, r.i2, r.i3), d.type, sum);
 }
 
-// ARGSORT, stable as the CPU's (ties keep index order): element i goes to the
-// place counted by the elements ordered before it. Rows of up to
-// kMaxArgsortRow (an MoE router's experts, not a vocabulary).
+// Whether element j (value u) goes before element i (value v): the order,
+// ties in index order (stable, as the CPU's sort), and NaN after every
+// number, so the places always form a permutation.
+__device__ __forceinline__ bool sorts_before(float u, int j, float v, int i, bool descending) {
+  const bool nan_u = isnan(u), nan_v = isnan(v);
+  if (nan_u || nan_v) return nan_u == nan_v ? j < i : nan_v;
+  return (descending ? u > v : u < v) || (u == v && j < i);
+}
+
+// ARGSORT: element i goes to the place counted by the elements sorted before
+// it. Rows of up to kMaxArgsortRow (an MoE router's experts, not a vocabulary).
 __global__ void argsort_kernel(Arr a, Arr d, bool descending) {
   __shared__ float vals[kMaxArgsortRow];
   const Index r = row_of(blockIdx.x, d.ne);
@@ -84,8 +92,7 @@ __global__ void argsort_kernel(Arr a, Arr d, bool descending) {
     const float v = vals[i];
     int place = 0;
     for (int j = 0; j < n; ++j) {
-      const float u = vals[j];
-      place += ((descending ? u > v : u < v) || (u == v && j < i)) ? 1 : 0;
+      place += sorts_before(vals[j], j, v, i, descending) ? 1 : 0;
     }
     *reinterpret_cast<int32_t*>(at(d, place, r.i1, r.i2, r.i3)) = i;
   }
