@@ -1,4 +1,4 @@
-// The two tokenizer algorithms, applied to one fragment of text (special
+// The tokenizer algorithms, applied to one fragment of text (special
 // tokens already split out).
 #pragma once
 
@@ -38,5 +38,9 @@ void spm_tokenize(const Vocab& vocab, std::string_view text, std::vector<TokenId
 // Byte-level BPE: `text` must be well-formed UTF-8 (see sanitize_utf8).
 void bpe_tokenize(const Vocab& vocab, const RegexSplitter& splitter, std::string_view text,
                   std::vector<TokenId>& out);
+
+// WordPiece (bert): any bytes; normalized and split into words as BERT does,
+// each word matched greedily, longest piece first.
+void wpm_tokenize(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out);
 
 }  // namespace tessera::text

@@ -6,6 +6,7 @@ list(APPEND TESSERA_TEXT_SOURCES
   text/tokenizer.cpp
   text/unicode.cpp
   text/vocab.cpp
+  text/wpm.cpp
 )
 # Chat templates: the public API, built-in templates, and the Jinja interpreter.
 list(APPEND TESSERA_TEXT_SOURCES

@@ -42,7 +42,7 @@ struct Tokenizer::Impl {
         out += static_cast<char>(text::parse_byte_token(text));  // checked at load
         return;
       case TokenType::kNormal:
-        if (vocab.model == TokenizerModel::kSpm) {
+        if (vocab.model != TokenizerModel::kBpe) {  // U+2581 is a space
           append_unescaped(text, out);
         } else {
           text::append_byte_decoded(out, text);
@@ -179,12 +179,15 @@ std::vector<TokenId> Tokenizer::tokenize(std::string_view text, bool add_special
         }
       }
       text::spm_tokenize(v, buffer, out);
+    } else if (v.model == TokenizerModel::kWpm) {
+      text::wpm_tokenize(v, raw, out);
     } else {
       text::bpe_tokenize(v, *impl_->splitter, text::sanitize_utf8(raw), out);
     }
     after_special = false;
   }
   if (add_special && v.add_eos) out.push_back(v.eos);
+  if (add_special && v.model == TokenizerModel::kWpm) out.push_back(v.sep);  // as llama.cpp
   return out;
 }
 

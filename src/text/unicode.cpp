@@ -1,9 +1,22 @@
 #include "unicode.h"
 
+#include <algorithm>
 #include <array>
 
 namespace tessera::text {
 namespace {
+
+struct ClassRange {
+  char32_t first;
+  uint8_t cls;  // UnicodeClass, up to the next range's first
+};
+struct CodePointMap {
+  char32_t from, to;
+};
+struct NfdRange {
+  char32_t first, last, to;
+};
+#include "unicode_tables.inc"
 
 constexpr bool is_printable_byte(unsigned b) {
   return (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
@@ -72,6 +85,55 @@ std::string sanitize_utf8(std::string_view s) {
     }
   }
   return out;
+}
+
+std::u32string decode_utf8(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence_length(s, i);
+    if (n == 0) {
+      out += U'\uFFFD';
+      ++i;
+      continue;
+    }
+    const auto b = [&](size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k])); };
+    char32_t cp = n == 1 ? b(0) : n == 2 ? b(0) & 0x1F : n == 3 ? b(0) & 0x0F : b(0) & 0x07;
+    for (size_t k = 1; k < n; ++k) cp = (cp << 6) | (b(k) & 0x3F);
+    out += cp;
+    i += n;
+  }
+  return out;
+}
+
+UnicodeClass unicode_class(char32_t cp) {
+  if (cp > 0x10FFFF) return UnicodeClass::kUndefined;
+  const auto it = std::upper_bound(std::begin(kClassRanges), std::end(kClassRanges), cp,
+                                   [](char32_t c, const ClassRange& r) { return c < r.first; });
+  return static_cast<UnicodeClass>((it - 1)->cls);
+}
+
+bool is_unicode_whitespace(char32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+         cp == 0x205F || cp == 0x3000;
+}
+
+char32_t unicode_tolower(char32_t cp) {
+  if (cp >= 'A' && cp <= 'Z') return cp + ('a' - 'A');
+  if (cp < 0x80) return cp;
+  const auto it = std::lower_bound(std::begin(kLowercase), std::end(kLowercase), cp,
+                                   [](const CodePointMap& m, char32_t c) { return m.from < c; });
+  return it != std::end(kLowercase) && it->from == cp ? it->to : cp;
+}
+
+char32_t nfd_first(char32_t cp) {
+  if (cp < 0xC0) return cp;
+  const auto it = std::upper_bound(std::begin(kNfdFirst), std::end(kNfdFirst), cp,
+                                   [](char32_t c, const NfdRange& r) { return c < r.first; });
+  if (it == std::begin(kNfdFirst)) return cp;
+  const NfdRange& r = *(it - 1);
+  return cp <= r.last ? r.to : cp;
 }
 
 void append_utf8(std::string& out, char32_t cp) {

@@ -23,6 +23,9 @@ constexpr std::string_view kMergesKey = "tokenizer.ggml.merges";
 constexpr std::string_view kAddBosKey = "tokenizer.ggml.add_bos_token";
 constexpr std::string_view kAddEosKey = "tokenizer.ggml.add_eos_token";
 constexpr std::string_view kAddPrefixKey = "tokenizer.ggml.add_space_prefix";
+constexpr std::string_view kAddSepKey = "tokenizer.ggml.add_sep_token";
+constexpr std::string_view kLowercaseKey = "tokenizer.ggml.normalizer.lowercase";
+constexpr std::string_view kStripAccentsKey = "tokenizer.ggml.normalizer.strip_accents";
 constexpr uint64_t kMaxIds = static_cast<uint64_t>(std::numeric_limits<TokenId>::max());
 
 // Tokens that end a turn. llama.cpp finds them by text because converters
@@ -218,11 +221,13 @@ void load_special_ids(const Loader& in, const PreSpec* pre, Vocab& v) {
   // llama.cpp's defaults; a default outside the vocabulary means none.
   if (v.model == TokenizerModel::kSpm) {
     v.bos = 1, v.eos = 2, v.unk = 0;
+  } else if (v.model == TokenizerModel::kWpm) {
+    v.bos = 101, v.unk = 100, v.sep = 102, v.pad = 0;  // [CLS], [UNK], [SEP], [PAD]
   } else {
     v.bos = 11, v.eos = 11;  // falcon's <|endoftext|>, llama.cpp's BPE default
     if (pre != nullptr && pre->no_bos) v.bos = kNoToken;
   }
-  for (TokenId* id : {&v.bos, &v.eos, &v.unk}) {
+  for (TokenId* id : {&v.bos, &v.eos, &v.unk, &v.sep, &v.pad}) {
     if (*id != kNoToken && static_cast<size_t>(*id) >= n) *id = kNoToken;
   }
   const std::pair<std::string_view, TokenId*> keys[] = {
@@ -247,6 +252,20 @@ void load_special_ids(const Loader& in, const PreSpec* pre, Vocab& v) {
 }
 
 void load_flags(const Loader& in, const PreSpec* pre, Vocab& v) {
+  if (v.model == TokenizerModel::kWpm) {
+    // llama.cpp: [CLS] text [SEP] whenever special tokens are added, HF's
+    // space clean-up, BertNormalizer lower-casing (and accent stripping,
+    // which follows it unless the file says otherwise).
+    v.add_bos = true;
+    v.add_sep = in.boolean(kAddSepKey).value_or(true);
+    v.clean_spaces = true;
+    v.lowercase = in.boolean(kLowercaseKey).value_or(true);
+    v.strip_accents = in.boolean(kStripAccentsKey).value_or(v.lowercase);
+    if (v.bos == kNoToken) in.bad(kModelKey, "found \"bert\" without a [CLS] token (id 101 or bos_token_id)");
+    if (v.sep == kNoToken) in.bad(kModelKey, "found \"bert\" without a [SEP] token (id 102 or seperator_token_id)");
+    for (const std::string& t : v.texts) v.max_token_bytes = std::max(v.max_token_bytes, t.size());
+    return;
+  }
   const bool spm = v.model == TokenizerModel::kSpm;
   // llama.cpp: SPM adds BOS and a space prefix; BPE as its pre-tokenizer says.
   v.add_bos = spm ? true : pre->add_bos;
@@ -351,14 +370,11 @@ Vocab load_vocab(const gguf::File& file) {
   } else if (*model == "gpt2") {
     v.model = TokenizerModel::kBpe;
   } else if (*model == "bert") {
-    fail(ErrorCategory::kUnsupported,
-         "[tokenizer {} {}] found \"bert\" (WordPiece), expected \"llama\" or \"gpt2\": WordPiece "
-         "is not implemented yet",
-         file.name(), kModelKey);
+    v.model = TokenizerModel::kWpm;
   } else {
     fail(ErrorCategory::kUnsupported,
-         "[tokenizer {} {}] found \"{}\", expected \"llama\" or \"gpt2\"", file.name(), kModelKey,
-         *model);
+         "[tokenizer {} {}] found \"{}\", expected \"llama\", \"gpt2\" or \"bert\"", file.name(),
+         kModelKey, *model);
   }
 
   v.pre_name = std::string(in.string(kPreKey).value_or("default"));

@@ -51,9 +51,15 @@ struct Vocab {
   TokenId unk = kNoToken, pad = kNoToken, sep = kNoToken;
   bool add_bos = false;
   bool add_eos = false;
+  bool add_sep = false;  // bert: SEP closes a text (and the second of a pair)
   bool add_space_prefix = false;
   bool clean_spaces = false;
   bool ignore_merges = false;
+  // bert: BertNormalizer's options (tokenizer.ggml.normalizer.*), and the
+  // longest token text in bytes (WordPiece's longest match).
+  bool lowercase = true;
+  bool strip_accents = true;
+  size_t max_token_bytes = 0;
 
   size_t size() const { return texts.size(); }
   TokenId find(std::string_view text) const {

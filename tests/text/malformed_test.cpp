@@ -53,14 +53,31 @@ const Bad kBad[] = {
        w.set_string("tokenizer.ggml.model", "t5");
        return w;
      },
-     ErrorCategory::kUnsupported, "found \"t5\""},
-    {"bert",
+     ErrorCategory::kUnsupported, "found \"t5\", expected \"llama\", \"gpt2\" or \"bert\""},
+    {"bert without a CLS token",
      [] {
        gguf::Writer w = spm();
        w.set_string("tokenizer.ggml.model", "bert");
+       w.set_array_strings("tokenizer.ggml.tokens", tokens_of_size(50));
+       w.set_array_f32("tokenizer.ggml.scores", std::vector<float>(50, 0.0f));
+       w.set_array_i32("tokenizer.ggml.token_type", std::vector<int32_t>(50, 1));
        return w;
      },
-     ErrorCategory::kUnsupported, "WordPiece"},
+     ErrorCategory::kInvalidFile, "without a [CLS] token"},
+    {"bert without a SEP token",
+     [] {
+       gguf::Writer w = wpm_writer({});
+       w.set_u32("tokenizer.ggml.seperator_token_id", 0xFFFFFFFFu);  // "none"
+       return w;
+     },
+     ErrorCategory::kInvalidFile, "without a [SEP] token"},
+    {"bert lowercase not a bool",
+     [] {
+       gguf::Writer w = wpm_writer({});
+       w.set_u32("tokenizer.ggml.normalizer.lowercase", 1);
+       return w;
+     },
+     ErrorCategory::kInvalidFile, "found u32, expected bool"},
     {"unknown pre",
      [] {
        gguf::Writer w = bpe();
@@ -279,6 +296,7 @@ INSTANTIATE_TEST_SUITE_P(Metadata, TokenizerMalformed, ::testing::ValuesIn(kBad)
 TEST(TokenizerMalformedBase, BaseVocabulariesLoad) {
   EXPECT_EQ(tokenizer_from(spm()).n_vocab(), 260u);
   EXPECT_EQ(tokenizer_from(bpe()).n_vocab(), 257u);
+  EXPECT_EQ(tokenizer_from(wpm_writer({})).n_vocab(), 104u);
 }
 
 // "None" markers converters write are not errors.

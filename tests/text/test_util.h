@@ -94,6 +94,33 @@ inline gguf::Writer spm_writer(const std::vector<std::string>& pieces,
 
 // A small gpt2 (byte-level BPE) vocabulary: the 256 byte-level characters,
 // then `extra` tokens, with `merges` in rank order.
+// A small bert (WordPiece) vocabulary: [PAD], then [unusedN] up to id 99,
+// [UNK] [CLS] [SEP] [MASK] at 100..103, then `pieces` (word-initial pieces
+// with their U+2581 prefix, continuations bare, as llama.cpp's converter
+// writes them).
+inline gguf::Writer wpm_writer(const std::vector<std::string>& pieces) {
+  std::vector<std::string> tokens = {"[PAD]"};
+  std::vector<int32_t> types = {3};
+  while (tokens.size() < 100) {
+    tokens.push_back(fmt::format("[unused{}]", tokens.size()));
+    types.push_back(3);
+  }
+  for (const char* t : {"[UNK]", "[CLS]", "[SEP]", "[MASK]"}) {
+    tokens.push_back(t);
+    types.push_back(tokens.size() == 101 ? 2 : 3);
+  }
+  for (const std::string& p : pieces) {
+    tokens.push_back(p);
+    types.push_back(1);
+  }
+  gguf::Writer w;
+  w.set_string("general.architecture", "bert");
+  w.set_string("tokenizer.ggml.model", "bert");
+  w.set_array_strings("tokenizer.ggml.tokens", tokens);
+  w.set_array_i32("tokenizer.ggml.token_type", types);
+  return w;
+}
+
 inline gguf::Writer bpe_writer(const std::vector<std::string>& extra,
                                const std::vector<std::string>& merges,
                                std::optional<std::string> pre = "gpt-2") {

@@ -136,6 +136,93 @@ TEST(TokenizerBpe, LowerRankMergesFirst) {
   }
 }
 
+// WordPiece: the longest piece first at each position, continuations bare;
+// a word with a position no piece covers is one [UNK]; text normalized and
+// split as BERT does first.
+const std::string kWordStart = "\xE2\x96\x81";  // U+2581: a word's first piece
+Tokenizer small_wpm(gguf::Writer w = wpm_writer({kWordStart + "un", kWordStart + "unbe", "lie", "v",
+                                                  "able", kWordStart + "cafe", kWordStart + ",",
+                                                  kWordStart + "x", kWordStart + "\xE4\xB8\x80"})) {
+  return tokenizer_from(w);
+}
+constexpr TokenId kUnk = 100, kCls = 101, kSep = 102, kUn = 104, kUnbe = 105, kLie = 106, kV = 107,
+                  kAble = 108, kCafe = 109, kComma = 110, kX = 111, kYi = 112;
+
+TEST(TokenizerWpm, LongestPieceFirstAndUnknownWords) {
+  const Tokenizer tok = small_wpm();
+  EXPECT_EQ(tok.model(), TokenizerModel::kWpm);
+  EXPECT_EQ(tok.tokenize("unbelievable", false), (Ids{kUnbe, kLie, kV, kAble}));
+  EXPECT_EQ(tok.tokenize("un", false), (Ids{kUn}));
+  EXPECT_EQ(tok.tokenize("zzz", false), (Ids{kUnk}));
+  EXPECT_EQ(tok.tokenize("unz x", false), (Ids{kUnk, kX}));  // "▁un" then no "z": the word is unknown
+  EXPECT_EQ(tok.tokenize("", false), Ids{});
+  EXPECT_EQ(tok.tokenize(" \t\n ", false), Ids{});
+  EXPECT_EQ(tok.tokenize("x", true), (Ids{kCls, kX, kSep}));
+  EXPECT_EQ(tok.tokenize("", true), (Ids{kCls, kSep}));
+}
+
+TEST(TokenizerWpm, NormalizesAndSplitsAsBert) {
+  const Tokenizer tok = small_wpm();
+  // Lower-cased, accents stripped (precomposed and combining), punctuation a word.
+  EXPECT_EQ(tok.tokenize("Caf\xC3\xA9,X", false), (Ids{kCafe, kComma, kX}));
+  EXPECT_EQ(tok.tokenize("CAFE\xCC\x81", false), (Ids{kCafe}));
+  // CJK ideographs are words of their own; whitespace of any kind splits.
+  EXPECT_EQ(tok.tokenize("\xE4\xB8\x80x", false), (Ids{kYi, kX}));
+  EXPECT_EQ(tok.tokenize("x\xE3\x80\x80x\xC2\xA0x", false), (Ids{kX, kX, kX}));
+  // Control characters, NUL and invalid bytes are dropped inside a word.
+  EXPECT_EQ(tok.tokenize(std::string("u\x01n\0\xFF", 6), false), (Ids{kUn}));
+  // The vocabulary may turn lower-casing (and with it accent stripping) off.
+  gguf::Writer cased = wpm_writer({kWordStart + "Cafe", kWordStart + "caf\xC3\xA9"});
+  cased.set_bool("tokenizer.ggml.normalizer.lowercase", false);
+  const Tokenizer keep = tokenizer_from(cased);
+  EXPECT_EQ(keep.tokenize("Cafe caf\xC3\xA9 cafe", false), (Ids{104, 105, kUnk}));
+  // Pieces render with U+2581 as a space, [CLS] / [SEP] only when asked.
+  EXPECT_EQ(tok.detokenize(tok.tokenize("Un,x", true)), " un, x");
+  EXPECT_EQ(tok.detokenize(tok.tokenize("x", true), {.render_special = true}), "[CLS] x[SEP]");
+}
+
+// The work per byte is bounded: pieces longer than 128 bytes are never tried
+// (no BERT vocabulary has one), so a long word against a vocabulary with a
+// huge token costs at most 128 lookups a byte.
+TEST(TokenizerWpm, PiecesPastTheBoundAreNotTried) {
+  const Tokenizer tok =
+      tokenizer_from(wpm_writer({kWordStart + "a", "a", kWordStart + std::string(200, 'a')}));
+  const Ids ids = tok.tokenize(std::string(64 * 1024, 'a'), false);
+  ASSERT_EQ(ids.size(), 64u * 1024);
+  EXPECT_EQ(ids.front(), 104);
+  EXPECT_TRUE(std::all_of(ids.begin() + 1, ids.end(), [](TokenId id) { return id == 105; }));
+  const Ids within = tokenizer_from(wpm_writer({kWordStart + "a", "a", kWordStart + std::string(100, 'a')}))
+                         .tokenize(std::string(101, 'a'), false);
+  EXPECT_EQ(within, (Ids{106, 105}));  // a 103-byte piece is found
+}
+
+// The generated Unicode tables (scripts/gen-unicode-tables.py) on known code points.
+TEST(TokenizerUnicode, ClassesLowercaseAndDecompositions) {
+  EXPECT_EQ(unicode_class(U'A'), UnicodeClass::kLetter);
+  EXPECT_EQ(unicode_class(U','), UnicodeClass::kPunctuation);
+  EXPECT_EQ(unicode_class(U'$'), UnicodeClass::kSymbol);
+  EXPECT_EQ(unicode_class(U'7'), UnicodeClass::kNumber);
+  EXPECT_EQ(unicode_class(0x0301), UnicodeClass::kMark);
+  EXPECT_EQ(unicode_class(0x00A0), UnicodeClass::kSeparator);
+  EXPECT_EQ(unicode_class(0x200B), UnicodeClass::kControl);  // Cf
+  EXPECT_EQ(unicode_class(0x0378), UnicodeClass::kUndefined);
+  EXPECT_EQ(unicode_class(0x10FFFF), UnicodeClass::kUndefined);
+  EXPECT_EQ(unicode_class(0x4E00), UnicodeClass::kLetter);
+  EXPECT_EQ(unicode_tolower(U'Q'), U'q');
+  EXPECT_EQ(unicode_tolower(0x00C4), 0x00E4u);  // Ä
+  EXPECT_EQ(unicode_tolower(0x0130), U'i');     // İ: its simple mapping
+  EXPECT_EQ(unicode_tolower(0x0416), 0x0436u);  // Ж
+  EXPECT_EQ(unicode_tolower(U'q'), U'q');
+  EXPECT_EQ(nfd_first(0x00E9), U'e');       // é
+  EXPECT_EQ(nfd_first(0x1EC7), U'e');       // ệ
+  EXPECT_EQ(nfd_first(0xAC00), 0x1100u);    // 가: its leading jamo
+  EXPECT_EQ(nfd_first(0xD7A3), 0x1112u);    // 힣
+  EXPECT_EQ(nfd_first(U'e'), U'e');
+  EXPECT_TRUE(is_unicode_whitespace(0x3000));
+  EXPECT_FALSE(is_unicode_whitespace(0x200B));
+  EXPECT_EQ(decode_utf8("a\xC3\xA9\xFF\xF0\x9F\xA6\x99"), (std::u32string{U'a', 0xE9, 0xFFFD, 0x1F999}));
+}
+
 TEST(TokenizerBpe, ByteLevelMapRoundTrips) {
   for (int b = 0; b < 256; ++b) {
     std::string s;

@@ -53,6 +53,7 @@ enum class TokenType : uint8_t {
 enum class TokenizerModel {
   kSpm,  // tokenizer.ggml.model = "llama"
   kBpe,  // tokenizer.ggml.model = "gpt2"
+  kWpm,  // tokenizer.ggml.model = "bert" (WordPiece)
 };
 
 // Bytes [begin, begin + size) of a text.
