@@ -1,5 +1,6 @@
 // The few entry points of libllama's public C API that the bench programs
-// call (bench/llamacpp_bench.c, bench/llamacpp_grammar.c), declared here
+// call (bench/llamacpp_bench.c, bench/llamacpp_grammar.c, bench/arch_fixture.c,
+// bench/embd_fixture.c), declared here
 // from the llama.h of the llama.cpp that node-llama-cpp 3.22.1 bundles (the
 // npm package ships no headers). Parameter structs are passed as oversized
 // opaque blocks; only their leading fields, whose layout has been stable
@@ -46,6 +47,11 @@ void llama_set_n_threads(void* ctx, int32_t n_threads, int32_t n_threads_batch);
 struct llama_batch llama_batch_get_one(llama_token* tokens, int32_t n_tokens);
 int32_t llama_decode(void* ctx, struct llama_batch batch);
 float* llama_get_logits_ith(void* ctx, int32_t i);
+int32_t llama_encode(void* ctx, struct llama_batch batch);
+void llama_set_embeddings(void* ctx, bool embeddings);
+float* llama_get_embeddings_seq(void* ctx, int32_t seq_id);
+int32_t llama_pooling_type(const void* ctx);  // llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank
+int32_t llama_model_n_embd(const void* model);
 void* llama_get_memory(void* ctx);
 void llama_memory_clear(void* mem, bool data);
 void llama_synchronize(void* ctx);

@@ -259,6 +259,13 @@ void Context::submit(const Batch& batch) {
   try {
     size_t out_row = 0;
     const auto step = static_cast<size_t>(pass_size(n));
+    if (!model_.hparams().causal && step < n) {
+      // Every token of an encoder's batch attends to every other: one pass.
+      fail(ErrorCategory::kInvalidArgument,
+           "[context] {} attends in both directions, so a batch must fit one pass: {} tokens, "
+           "at most {}",
+           model_.hparams().architecture, n, step);
+    }
     for (size_t begin = 0; begin < n; begin += step) {
       const size_t end = std::min(n, begin + step);
       run_pass(batch, begin, end, out_row, f);
@@ -382,7 +389,7 @@ void Context::fill_inputs(const Batch& batch, size_t begin, size_t end,
   p.kv_idx.assign(nt, cache_->trash_row());
   std::copy(cells.begin(), cells.end(), p.kv_idx.begin());
   p.mask.resize(static_cast<size_t>(p.n_kv) * nt);
-  cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask.data());
+  cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask.data(), 0, model_.hparams().causal);
   if (model_.hparams().has_swa()) {
     p.mask_swa.resize(p.mask.size());
     cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask_swa.data(),

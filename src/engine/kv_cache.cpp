@@ -200,7 +200,7 @@ void KvCache::clear_shift() {
 }
 
 void KvCache::build_mask(const Batch& batch, size_t begin, size_t end, int64_t n_kv,
-                         int64_t n_tokens, float* mask, int64_t n_swa) const {
+                         int64_t n_tokens, float* mask, int64_t n_swa, bool causal) const {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const auto n = static_cast<int64_t>(end - begin);
   const int64_t visible = std::min(n_kv, n_ctx_);
@@ -211,7 +211,7 @@ void KvCache::build_mask(const Batch& batch, size_t begin, size_t end, int64_t n
     for (int64_t j = 0; j < visible; ++j) {
       const Cell& c = cells_[static_cast<size_t>(j)];
       const bool seen =
-          (c.seqs & seqs) != 0 && c.pos <= pos && (n_swa <= 0 || int64_t{pos} - c.pos < n_swa);
+          (c.seqs & seqs) != 0 && (!causal || c.pos <= pos) && (n_swa <= 0 || int64_t{pos} - c.pos < n_swa);
       row[j] = seen ? 0.0f : -kInf;
     }
     for (int64_t j = visible; j < n_kv; ++j) row[j] = -kInf;  // the padding row

@@ -140,13 +140,20 @@ Hparams read_hparams(const gguf::File& file) {
   if (hp.rope_freq_base <= 0) r.bad("rope.freq_base", fmt::format("{}", hp.rope_freq_base), "> 0");
   read_rope_scaling(r, hp);
 
-  const auto eps = r.real("attention.layer_norm_rms_epsilon");
-  if (!eps) {
+  // RMS norms' epsilon, or LayerNorm's (encoders): one of them is required.
+  const auto rms_eps = r.real("attention.layer_norm_rms_epsilon");
+  const auto ln_eps = r.real("attention.layer_norm_epsilon");
+  if (!rms_eps && !ln_eps) {
     fail(ErrorCategory::kInvalidFile, "[model {}] key '{}' is missing", file.name(),
          r.key("attention.layer_norm_rms_epsilon"));
   }
-  if (*eps <= 0 || *eps > 1) r.bad("attention.layer_norm_rms_epsilon", fmt::format("{}", *eps), "in (0, 1]");
-  hp.norm_rms_eps = *eps;
+  for (const auto& [key, eps] : {std::pair{"attention.layer_norm_rms_epsilon", rms_eps},
+                                 std::pair{"attention.layer_norm_epsilon", ln_eps}}) {
+    if (eps && (*eps <= 0 || *eps > 1)) r.bad(key, fmt::format("{}", *eps), "in (0, 1]");
+  }
+  hp.norm_rms_eps = rms_eps.value_or(*ln_eps);
+  hp.norm_eps = ln_eps.value_or(*rms_eps);
+  if (const gguf::Value* v = r.find("attention.causal")) hp.causal = v->boolean();
   read_experts(r, hp);
   if (architecture.read_hparams != nullptr) architecture.read_hparams(file, hp);
   if (hp.n_expert > 0 && hp.n_ff_exp == 0) hp.n_ff_exp = hp.n_ff;  // Mixtral's experts are n_ff rows

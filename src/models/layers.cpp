@@ -53,6 +53,11 @@ Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps) {
   return ops::mul(g, ops::rms_norm(g, x, eps), w);
 }
 
+Tensor* layer_norm(Graph& g, Tensor* x, Tensor* w, Tensor* b, float eps) {
+  Tensor* y = ops::mul(g, ops::norm(g, x, eps), w);
+  return b != nullptr ? ops::add(g, y, b) : y;
+}
+
 namespace {
 
 // w x, plus b when there is one.

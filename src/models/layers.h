@@ -57,6 +57,8 @@ Tensor* output(Graph& g, const Model& model, const GraphInputs& in, Tensor* x);
 
 // x / rms(x) * w (w broadcast over rows).
 Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps);
+// LayerNorm: (x - mean(x)) / sqrt(var(x) + eps) * w + b, per row (b nullable).
+Tensor* layer_norm(Graph& g, Tensor* x, Tensor* w, Tensor* b, float eps);
 
 // Self-attention of layer `il` on the normed input h [n_embd, n_tokens]:
 // q, k, v from separate (wq, wk, wv, with biases when present) or fused

@@ -273,6 +273,9 @@ std::vector<std::pair<Tensor*, Device*>> Model::weight_plan() {
     if (!holds_input()) w_.token_embd = nullptr;  // kept only for the head
   }
   add(w_.token_embd, cpu_);
+  for (Tensor* t : {w_.token_types, w_.position_embd, w_.token_embd_norm, w_.token_embd_norm_b}) {
+    if (holds_input()) add(t, cpu_);  // beside the embedding they are added to
+  }
   add(w_.rope_freqs, cpu_);
   add(w_.output_norm, output_device_);
   add(w_.output, w_.output == w_.token_embd ? cpu_ : output_device_);

@@ -16,6 +16,7 @@ extern const Architecture kQwen3MoeArchitecture;
 extern const Architecture kQwen2MoeArchitecture;
 extern const Architecture kGptOssArchitecture;
 extern const Architecture kOlmoeArchitecture;
+extern const Architecture kBertArchitecture;
 
 namespace {
 
@@ -23,7 +24,7 @@ constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
                                        &kQwen3Architecture, &kGemma3Architecture,
                                        &kPhi3Architecture, &kQwen3MoeArchitecture,
                                        &kQwen2MoeArchitecture, &kGptOssArchitecture,
-                                       &kOlmoeArchitecture};
+                                       &kOlmoeArchitecture, &kBertArchitecture};
 
 }  // namespace
 

@@ -39,6 +39,11 @@ constexpr SynthShape kShapes[] = {
     // whole-width q / k norms, which llama.cpp sizes n_embd: as many KV heads as heads.
     {"olmoe-1b-7b", 2048, 16, 16, 16, 1024, 50304, 4096, 10000.0f, false, "olmoe", 0, 64, 8, 1024},
     {"olmoe-tiny", 128, 2, 4, 4, 64, 0, 2048, 10000.0f, false, "olmoe", 0, 8, 2, 64},  // fixtures
+    // Encoders (bert): bge-small-en-v1.5 / all-MiniLM-L12 as published, bge-base, and a
+    // fixture's. No output head; mean pooling; the vocabulary from --vocab (WordPiece).
+    {"bge-small-en-v1.5", 384, 12, 12, 12, 1536, 0, 512, 10000.0f, true, "bert"},
+    {"bge-base-en-v1.5", 768, 12, 12, 12, 3072, 0, 512, 10000.0f, true, "bert"},
+    {"bert-tiny", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "bert"},  // fixtures
 };
 
 uint64_t splitmix64(uint64_t& s) {
@@ -82,7 +87,36 @@ bool is_moe(const SynthShape& s) {
   return s.n_expert > 0;
 }
 
+// bert: llama.cpp's BERT layout (token types, absolute positions,
+// post-norm LayerNorms with biases, biases on every projection).
+std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab) {
+  std::vector<TensorSpec> t;
+  t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
+  t.push_back({"token_types.weight", {s.n_embd, 2}, Fill::kF32Weights});
+  t.push_back({"position_embd.weight", {s.n_embd, s.n_ctx}, Fill::kWeights});
+  t.push_back({"token_embd_norm.weight", {s.n_embd}, Fill::kNorm});
+  t.push_back({"token_embd_norm.bias", {s.n_embd}, Fill::kF32Weights});
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
+    auto b = [i](const char* what) { return fmt::format("blk.{}.{}.bias", i, what); };
+    for (const char* p : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+      t.push_back({n(p), {s.n_embd, s.n_embd}, Fill::kWeights});
+      t.push_back({b(p), {s.n_embd}, Fill::kF32Weights});
+    }
+    t.push_back({n("attn_output_norm"), {s.n_embd}, Fill::kNorm});
+    t.push_back({b("attn_output_norm"), {s.n_embd}, Fill::kF32Weights});
+    t.push_back({n("ffn_up"), {s.n_embd, s.n_ff}, Fill::kWeights});
+    t.push_back({b("ffn_up"), {s.n_ff}, Fill::kF32Weights});
+    t.push_back({n("ffn_down"), {s.n_ff, s.n_embd}, Fill::kWeights});
+    t.push_back({b("ffn_down"), {s.n_embd}, Fill::kF32Weights});
+    t.push_back({n("layer_output_norm"), {s.n_embd}, Fill::kNorm});
+    t.push_back({b("layer_output_norm"), {s.n_embd}, Fill::kF32Weights});
+  }
+  return t;
+}
+
 std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
+  if (s.arch == "bert") return bert_tensors_of(s, n_vocab);
   const int64_t head = head_dim(s), q = head * s.n_head, kv = head * s.n_head_kv;
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
@@ -158,12 +192,12 @@ uint64_t tensor_bytes(const TensorSpec& t, DType type) {
 void check_options(const SynthOptions& o) {
   const SynthShape& s = o.shape;
   if (s.arch != "llama" && s.arch != "qwen3moe" && s.arch != "qwen2moe" && s.arch != "gpt-oss" &&
-      s.arch != "olmoe") {
+      s.arch != "olmoe" && s.arch != "bert") {
     fail(ErrorCategory::kInvalidArgument,
-         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe, qwen2moe, gpt-oss or olmoe", s.name,
-         s.arch);
+         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe, qwen2moe, gpt-oss, olmoe or bert",
+         s.name, s.arch);
   }
-  if (s.arch != "llama" && s.n_expert == 0) {
+  if (s.arch != "llama" && s.arch != "bert" && s.n_expert == 0) {
     fail(ErrorCategory::kInvalidArgument, "[synth] shape '{}': a {} shape needs experts", s.name, s.arch);
   }
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
@@ -304,14 +338,22 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
   w.set_u32(key("feed_forward_length"), static_cast<uint32_t>(s.n_ff));
   w.set_u32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
   w.set_u32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
-  w.set_f32(key("rope.freq_base"), s.rope_base);
+  if (s.arch == "bert") {  // an encoder: LayerNorms, both directions, mean pooling
+    w.set_f32(key("attention.layer_norm_epsilon"), 1e-12f);
+    w.set_bool(key("attention.causal"), false);
+    w.set_u32(key("pooling_type"), 1);
+  } else {
+    w.set_f32(key("rope.freq_base"), s.rope_base);
+  }
   if (s.arch == "qwen3moe" || s.arch == "gpt-oss") {
     w.set_u32(key("attention.key_length"), static_cast<uint32_t>(head_dim(s)));
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(head_dim(s)));
-  } else {
+  } else if (s.arch != "bert") {
     w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim(s)));
   }
-  w.set_f32(key("attention.layer_norm_rms_epsilon"), s.arch == "llama" || s.arch == "gpt-oss" ? 1e-5f : 1e-6f);
+  if (s.arch != "bert") {
+    w.set_f32(key("attention.layer_norm_rms_epsilon"), s.arch == "llama" || s.arch == "gpt-oss" ? 1e-5f : 1e-6f);
+  }
   if (is_moe(s)) {
     w.set_u32(key("expert_count"), static_cast<uint32_t>(s.n_expert));
     w.set_u32(key("expert_used_count"), static_cast<uint32_t>(s.n_expert_used));

@@ -84,9 +84,10 @@ class KvCache {
   // where token i may attend cell j (a shared sequence, position <= its
   // own and, when n_swa > 0, less than n_swa behind it: llama.cpp's
   // standard sliding window), else -inf. `n_tokens` >= end - begin rows are
-  // written.
+  // written. Not `causal` (an encoder): every cell of a shared sequence,
+  // whatever its position.
   void build_mask(const Batch& batch, size_t begin, size_t end, int64_t n_kv, int64_t n_tokens,
-                  float* mask, int64_t n_swa = 0) const;
+                  float* mask, int64_t n_swa = 0, bool causal = true) const;
 
  private:
   struct Cell {

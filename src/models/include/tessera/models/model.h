@@ -89,6 +89,12 @@ struct Hparams {
   ExpertActivation expert_activation = ExpertActivation::kSwiglu;
   bool expert_weights_norm = false;
   float expert_weights_scale = 1.0f;
+  // Encoders (bert): LayerNorm's epsilon (attention.layer_norm_epsilon),
+  // attention over the whole sequence (attention.causal false), and the
+  // token type embeddings' rows (tokenizer.ggml.token_type_count).
+  float norm_eps = 1e-12f;
+  bool causal = true;
+  int64_t n_token_types = 0;
   float attn_scale = 0.0f;           // scale of q.k; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
 
@@ -136,6 +142,14 @@ struct LayerWeights {
   Tensor* ffn_up = nullptr;          // [n_embd, n_ff], or [n_embd, 2 n_ff]: gate rows, then up
   Tensor* ffn_down = nullptr;        // [n_ff, n_embd]
   Tensor* ffn_post_norm = nullptr;   // [n_embd]: on the FFN output, before the residual
+  // Post-norm encoders (bert): biases of the FFN, and LayerNorms (weight and
+  // bias) after each residual add.
+  Tensor* ffn_up_b = nullptr;          // [n_ff]
+  Tensor* ffn_down_b = nullptr;        // [n_embd]
+  Tensor* attn_out_norm = nullptr;     // [n_embd]: after attention's residual
+  Tensor* attn_out_norm_b = nullptr;   // [n_embd]
+  Tensor* layer_out_norm = nullptr;    // [n_embd]: after the FFN's residual
+  Tensor* layer_out_norm_b = nullptr;  // [n_embd]
   // Mixture of experts (Hparams::n_expert > 0): the router and the experts,
   // one matrix per expert along dim 2; the shared expert beside them.
   Tensor* ffn_gate_inp = nullptr;      // [n_embd, n_expert]: the router's logits
@@ -160,7 +174,8 @@ struct LayerWeights {
             ffn_post_norm,  ffn_gate_inp, ffn_gate_exps, ffn_up_exps,
             ffn_down_exps,  ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp,
             ffn_down_shexp, ffn_gate_inp_b, ffn_gate_exps_b, ffn_up_exps_b,
-            ffn_down_exps_b};
+            ffn_down_exps_b, ffn_up_b,    ffn_down_b,   attn_out_norm,
+            attn_out_norm_b, layer_out_norm, layer_out_norm_b};
   }
   Device* device = nullptr;          // where this layer's weights live
   // The model's RoPE frequency factors, or their copies on this layer's
@@ -178,6 +193,12 @@ struct Weights {
   Tensor* rope_freqs = nullptr;   // nullable [n_rot / 2]
   Tensor* rope_long = nullptr;    // nullable [n_rot / 2]: LongRoPE past n_ctx_orig
   Tensor* rope_short = nullptr;   // nullable [n_rot / 2]: LongRoPE within n_ctx_orig
+  // Encoders (bert): token type and absolute position embeddings, and the
+  // LayerNorm of their sum with the token embeddings.
+  Tensor* token_types = nullptr;        // [n_embd, n_token_types]
+  Tensor* position_embd = nullptr;      // [n_embd, n_ctx_train]
+  Tensor* token_embd_norm = nullptr;    // [n_embd]
+  Tensor* token_embd_norm_b = nullptr;  // [n_embd]
   std::vector<LayerWeights> layers;
 };
 

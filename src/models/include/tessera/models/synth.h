@@ -25,7 +25,7 @@ struct SynthShape {
   uint32_t n_ctx;
   float rope_base;
   bool tied_output;  // no output.weight: the head reads token_embd (Llama 3.2 1B)
-  std::string_view arch = "llama";  // llama, qwen3moe, qwen2moe, gpt-oss or olmoe
+  std::string_view arch = "llama";  // llama, qwen3moe, qwen2moe, gpt-oss, olmoe or bert
   int64_t head_dim = 0;             // 0: n_embd / n_head
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // experts (qwen3moe, qwen2moe, llama, gpt-oss)
   int64_t sliding_window = 0;   // gpt-oss: every other layer's window
@@ -35,7 +35,8 @@ struct SynthShape {
 
 // tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny, qwen3-30b-a3b,
 // gpt-oss-20b, olmoe-1b-7b, and the fixtures' qwen3moe-tiny, mixtral-tiny, qwen2moe-tiny,
-// gpt-oss-tiny, olmoe-tiny.
+// gpt-oss-tiny, olmoe-tiny; the encoders bge-small-en-v1.5, bge-base-en-v1.5 and the
+// fixtures' bert-tiny.
 std::span<const SynthShape> synth_shapes();
 // Null when there is no shape of that name.
 const SynthShape* find_synth_shape(std::string_view name);

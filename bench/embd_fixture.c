@@ -1,0 +1,107 @@
+// Reference data for an encoder fixture (tests/fixtures/archs): what
+// llama.cpp computes on a random-weight BERT-family GGUF, through
+// node-llama-cpp's prebuilt libllama (bench/llamacpp_api.h), as
+// bench/embd_fixture.sh runs it.
+//
+//   embd_fixture MODEL OUT_PREFIX BACKEND_DIR
+// tokenizes each text below with llama.cpp's tokenizer (special tokens
+// added: [CLS] ... [SEP]), encodes it alone (one llama_encode, every token
+// an output) and writes the pooled embedding llama.cpp returns (the model's
+// pooling type, not normalized) to OUT_PREFIX.embd.f32 ([n_texts][n_embd]
+// f32); prints the JSON body of the fixture (texts, their ids, pooling,
+// n_embd) on stdout.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "llamacpp_api.h"
+
+enum { kCtx = 512 };
+
+static const char* const kTexts[] = {
+    "Hello world",
+    "The quick brown fox jumps over the lazy dog.",
+    "a",
+    "Retrieval-augmented generation embeds documents, then ranks them against a query: "
+    "F\xC3\xBChrer, caf\xC3\xA9, na\xC3\xAFve, 4 \xC2\xBD months.",
+};
+enum { kNumTexts = sizeof kTexts / sizeof kTexts[0] };
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s MODEL OUT_PREFIX BACKEND_DIR\n", argv[0]);
+    return 2;
+  }
+  ggml_backend_load_all_from_path(argv[3]);
+  llama_backend_init();
+  void* model = llama_model_load_from_file(argv[1], llama_model_default_params());
+  if (model == NULL) {
+    fprintf(stderr, "embd_fixture: llama.cpp could not load %s\n", argv[1]);
+    return 1;
+  }
+  const void* vocab = llama_model_get_vocab(model);
+  const int n_embd = llama_model_n_embd(model);
+  struct opaque_params cp = llama_context_default_params();
+  // Leading uint32 fields (see arch_fixture.c): n_ctx, n_batch, n_ubatch,
+  // n_seq_max, n_rs_seq, n_outputs_max, n_outputs_max_per_seq, n_threads,
+  // n_threads_batch.
+  uint32_t* u = (uint32_t*)cp.bytes;
+  u[0] = kCtx;
+  u[1] = kCtx;
+  u[2] = kCtx;
+  u[3] = 1;
+  u[6] = kCtx;
+  u[7] = 1;
+  u[8] = 1;
+  void* ctx = llama_init_from_model(model, cp);
+  if (ctx == NULL) {
+    fprintf(stderr, "embd_fixture: no context\n");
+    return 1;
+  }
+  llama_set_embeddings(ctx, true);
+  char path[4096];
+  snprintf(path, sizeof path, "%s.embd.f32", argv[2]);
+  FILE* f = fopen(path, "wb");
+  if (f == NULL) {
+    fprintf(stderr, "embd_fixture: cannot write %s\n", path);
+    return 1;
+  }
+  static llama_token tok[kCtx];
+  static int32_t pos[kCtx], n_seq[kCtx], seq0 = 0;
+  static int32_t* seq_ids[kCtx];
+  static int8_t out[kCtx];
+  printf("  \"texts\": [\n");
+  for (int t = 0; t < kNumTexts; ++t) {
+    const int n = llama_tokenize(vocab, kTexts[t], (int32_t)strlen(kTexts[t]), tok, kCtx, true, false);
+    if (n <= 0) {
+      fprintf(stderr, "embd_fixture: cannot tokenize text %d\n", t);
+      return 1;
+    }
+    for (int i = 0; i < n; ++i) {
+      pos[i] = i;
+      n_seq[i] = 1;
+      seq_ids[i] = &seq0;
+      out[i] = 1;
+    }
+    llama_memory_clear(llama_get_memory(ctx), true);
+    struct llama_batch b = {n, tok, NULL, pos, n_seq, seq_ids, out};
+    if (llama_encode(ctx, b) != 0) {
+      fprintf(stderr, "embd_fixture: llama_encode failed on text %d\n", t);
+      return 1;
+    }
+    const float* e = llama_get_embeddings_seq(ctx, 0);
+    if (e == NULL || fwrite(e, sizeof(float), (size_t)n_embd, f) != (size_t)n_embd) {
+      fprintf(stderr, "embd_fixture: no pooled embedding for text %d\n", t);
+      return 1;
+    }
+    printf("    {\"text\": \"%s\", \"ids\": [", kTexts[t]);
+    for (int i = 0; i < n; ++i) printf("%s%d", i ? ", " : "", tok[i]);
+    printf("]}%s\n", t + 1 < kNumTexts ? "," : "");
+  }
+  if (fclose(f) != 0) return 1;
+  printf("  ],\n  \"pooling\": %d,\n  \"n_embd\": %d,\n", llama_pooling_type(ctx), n_embd);
+  llama_free(ctx);
+  llama_model_free(model);
+  return 0;
+}

@@ -1,0 +1,102 @@
+// bert (BERT-family encoders: bge, all-MiniLM, e5, ...): the sum of token,
+// token type (row 0: "sentence A") and absolute position embeddings, then a
+// LayerNorm; per block, attention over the whole sequence (no RoPE, biases on
+// every projection), residual, LayerNorm, a GELU FFN with biases, residual,
+// LayerNorm (post-norm). No output head: the graph gives the last hidden
+// state of the rows asked for, which the serving core pools (mean, CLS, ...).
+#include "declare.h"
+#include "layers.h"
+#include "tessera/core/error.h"
+
+namespace tessera {
+namespace {
+
+void read_hparams(const gguf::File& file, Hparams& hp) {
+  const gguf::Value* types = file.find("tokenizer.ggml.token_type_count");
+  hp.n_token_types = types != nullptr && types->is_integer() ? static_cast<int64_t>(types->u32()) : 0;
+  if (hp.n_token_types < 1 || hp.n_token_types > 16) {
+    fail(ErrorCategory::kInvalidFile,
+         "[model {}] key 'tokenizer.ggml.token_type_count' found {}, expected 1 to 16 token types",
+         file.name(), types == nullptr ? std::string("nothing") : std::to_string(hp.n_token_types));
+  }
+}
+
+void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
+  w.token_embd = t.take("token_embd.weight", {hp.n_embd, hp.n_vocab});
+  w.token_types = t.take("token_types.weight", {hp.n_embd, hp.n_token_types}, false);
+  w.position_embd = t.take("position_embd.weight", {hp.n_embd, hp.n_ctx_train});
+  w.token_embd_norm = t.take("token_embd_norm.weight", {hp.n_embd});
+  w.token_embd_norm_b = t.take("token_embd_norm.bias", {hp.n_embd});
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    LayerWeights& l = w.layers.emplace_back();
+    l.wq = t.layer(il, "attn_q", {hp.n_embd, hp.n_embd_q()});
+    l.wk = t.layer(il, "attn_k", {hp.n_embd, hp.n_embd_kv()});
+    l.wv = t.layer(il, "attn_v", {hp.n_embd, hp.n_embd_kv()});
+    models::declare_qkv_biases(t, hp, il, l);
+    l.wo = t.layer(il, "attn_output", {hp.n_embd_q(), hp.n_embd});
+    l.bo = t.layer_bias(il, "attn_output", {hp.n_embd}, false);
+    l.attn_out_norm = t.layer(il, "attn_output_norm", {hp.n_embd});
+    l.attn_out_norm_b = t.layer_bias(il, "attn_output_norm", {hp.n_embd});
+    l.ffn_up = t.layer(il, "ffn_up", {hp.n_embd, hp.n_ff});
+    l.ffn_up_b = t.layer_bias(il, "ffn_up", {hp.n_ff}, false);
+    l.ffn_down = t.layer(il, "ffn_down", {hp.n_ff, hp.n_embd});
+    l.ffn_down_b = t.layer_bias(il, "ffn_down", {hp.n_embd}, false);
+    l.layer_out_norm = t.layer(il, "layer_output_norm", {hp.n_embd});
+    l.layer_out_norm_b = t.layer_bias(il, "layer_output_norm", {hp.n_embd});
+  }
+}
+
+// w x, plus b when there is one.
+Tensor* project(Graph& g, Tensor* w, Tensor* x, Tensor* b) {
+  Tensor* y = ops::mul_mat(g, w, x);
+  return b != nullptr ? ops::add(g, y, b) : y;
+}
+
+Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
+  const Hparams& hp = model.hparams();
+  const Weights& w = model.weights();
+  if (!in.embeddings) {
+    fail(ErrorCategory::kUnsupported,
+         "[model {}] {} is an encoder: it gives embeddings, not next-token logits (use `tessera "
+         "embed`, the server's /v1/embeddings, or the Node package's embedding())",
+         hp.name.empty() ? hp.architecture : hp.name, hp.architecture);
+  }
+  if (model.is_stage()) {
+    fail(ErrorCategory::kUnsupported, "[model {}] an encoder cannot be split across ranks", hp.architecture);
+  }
+  const int64_t n = in.n_tokens, d = hp.head_dim;
+  Tensor* x = layers::embed(g, model, in);  // [n_embd, n_tokens]
+  if (w.token_types != nullptr) {
+    x = ops::add(g, x, ops::view(g, w.token_types, {hp.n_embd}, {}, 0));
+  }
+  x = ops::add(g, ops::get_rows(g, w.position_embd, in.positions), x);
+  x = layers::layer_norm(g, x, w.token_embd_norm, w.token_embd_norm_b, hp.norm_eps);
+  for (const size_t il : layers::held_layers(model)) {
+    const LayerWeights& l = model.layers()[il];
+    Tensor* q = ops::reshape(g, project(g, l.wq, x, l.bq), {d, hp.n_head, n});
+    Tensor* k = ops::reshape(g, project(g, l.wk, x, l.bk), {d, hp.n_head_kv, n});
+    Tensor* v = ops::reshape(g, project(g, l.wv, x, l.bv), {d, hp.n_head_kv, n});
+    Tensor* attn = layers::attention(g, hp, in, il, q, k, v, hp.kq_scale());
+    x = layers::layer_norm(g, ops::add(g, project(g, l.wo, attn, l.bo), x), l.attn_out_norm,
+                           l.attn_out_norm_b, hp.norm_eps);
+    Tensor* up = ops::unary(g, project(g, l.ffn_up, x, l.ffn_up_b), UnaryOp::kGelu);
+    x = layers::layer_norm(g, ops::add(g, project(g, l.ffn_down, up, l.ffn_down_b), x),
+                           l.layer_out_norm, l.layer_out_norm_b, hp.norm_eps);
+  }
+  Tensor* out = ops::get_rows(g, x, in.out_ids);  // [n_embd, n_out]
+  out->flags |= kFlagOutput;
+  out->name = "embeddings";
+  g.expand(out);
+  return out;
+}
+
+}  // namespace
+
+extern const Architecture kBertArchitecture{
+    .name = "bert",
+    .read_hparams = read_hparams,
+    .declare_tensors = declare_tensors,
+    .build_graph = build_graph,
+};
+
+}  // namespace tessera
