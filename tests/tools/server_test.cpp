@@ -690,3 +690,39 @@ TEST(ServerTools, HarmonyTemplateChannelsAndForcedCall) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// An encoder (the bert fixture): /v1/embeddings gives llama.cpp's pooled
+// direction for each input; completions and chat are a 501 naming why.
+TEST(ServerEncoder, EmbeddingsServedCompletionsRefused) {
+  const std::string dir = fixtures_dir() + "/archs/";
+  ServerProcess s({"-m", dir + "bert.gguf", "--weights-cache", "off"});
+  const json r = post(s, "/v1/embeddings", {{"input", json::array({"Hello world", "a"})}});
+  ASSERT_EQ(r["data"].size(), 2u);
+  std::ifstream js(dir + "bert.json");
+  const json fixture = json::parse(js);
+  const auto n = fixture["n_embd"].get<size_t>();
+  std::ifstream e(dir + "bert.embd.f32", std::ios::binary);
+  std::vector<float> want(n);
+  e.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(n * sizeof(float)));  // "Hello world"
+  const std::vector<float> got = r["data"][0]["embedding"];
+  ASSERT_EQ(got.size(), n);
+  double dot = 0, ref = 0;
+  for (size_t i = 0; i < n; ++i) {
+    dot += double(got[i]) * want[i];
+    ref += double(want[i]) * want[i];
+  }
+  EXPECT_GT(dot / std::sqrt(ref), 0.9999);
+  httplib::Client c = s.client();
+  expect_error(c.Post("/v1/completions", R"({"prompt":"x","max_tokens":2})", "application/json"), 501,
+               "is an encoder");
+  expect_error(c.Post("/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}]})",
+                      "application/json"),
+               501, "is an encoder");
+  EXPECT_EQ(s.client().Get("/health")->status, 200);
+}
+
+}  // namespace
+}  // namespace tessera::testing

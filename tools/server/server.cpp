@@ -84,6 +84,11 @@ struct Server::Impl {
 
   void complete(const HttpRequest& req, HttpResponse& res, HttpConnection& conn, bool chat_api) {
     require_ready();
+    if (generator->model().is_encoder()) {
+      throw HttpError(501, fmt::format("the model ({}) is an encoder: it serves /v1/embeddings, not "
+                                       "completions or chat",
+                                       generator->model().hparams().architecture));
+    }
     CompletionRequest c = parse_completion(body(req, Endpoint::kCompletion), chat_api, *tokenizer, *chat);
     const ResponseHead head = response_head(c, options.model_name);
     auto events = std::make_shared<serving::EventQueue>();

@@ -111,6 +111,9 @@ int serve(ServeFlags& o) {
     // gracefully (the workers leave signals to it).
     fmt::print(stderr, "ready: {} slots of {} cells; SIGTERM to rank 0 (pid {}) stops it\n",
                l->generator.n_slots(), l->generator.slot_ctx(), ::getpid());
+  } else if (l->model.model->is_encoder()) {
+    fmt::print(stderr, "ready: an encoder ({}): /v1/embeddings only; Ctrl-C stops\n",
+               l->model.model->hparams().architecture);
   } else {
     fmt::print(stderr, "ready: {} slots of {} cells; Ctrl-C stops\n", l->generator.n_slots(),
                l->generator.slot_ctx());

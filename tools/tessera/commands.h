@@ -21,6 +21,7 @@ Runner add_devices(CLI::App& app);
 Runner add_run(CLI::App& app, const MpiWorld& world);
 Runner add_perplexity(CLI::App& app, const MpiWorld& world);
 Runner add_tokenize(CLI::App& app);
+Runner add_embed(CLI::App& app);
 Runner add_bench(CLI::App& app);
 Runner add_synth(CLI::App& app);
 Runner add_quantize(CLI::App& app);

@@ -73,6 +73,7 @@ int main(int argc, char** argv) {
   add_split(tessera::cli::add_serve);
   add_split(tessera::cli::add_chat);
   add(tessera::cli::add_tokenize);
+  add(tessera::cli::add_embed);
   add(tessera::cli::add_inspect);
   add(tessera::cli::add_devices);
   add(tessera::cli::add_bench);

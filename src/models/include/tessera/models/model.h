@@ -341,6 +341,9 @@ class Model {
   bool holds_output() const { return range_.end == hparams_.n_layer; }  // output norm and head
   // A stage of a model split across processes: some layers are elsewhere.
   bool is_stage() const { return range_.size() != hparams_.n_layer; }
+  // An encoder (bert): attention in both directions and no output head; it
+  // gives embeddings, not next-token logits.
+  bool is_encoder() const { return !hparams_.causal; }
   // The architecture's forward graph (see Architecture::build_graph).
   Tensor* build_graph(Graph& g, const GraphInputs& in) const { return arch_->build_graph(g, *this, in); }
   // Re-rotates every row of the cached keys by `shift` (i32 [rows]: the

@@ -1,0 +1,132 @@
+// `tessera embed -m MODEL (-p TEXT | -f FILE) [--pooling P] [--embd-normalize N]
+// [--embd-output-format json|array] [--embd-separator S]`: one embedding per
+// text, as llama-embedding computes them (docs/cli.md, "embed").
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "common.h"
+#include "tessera/core/error.h"
+#include "tessera/serving/embedder.h"
+
+namespace tessera::cli {
+namespace {
+
+constexpr uintmax_t kMaxFileBytes = uintmax_t{256} << 20;
+
+std::string read_texts_file(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) fail(ErrorCategory::kIo, "[-f {}] cannot open the file: {}", path, ec.message());
+  if (size > kMaxFileBytes) {
+    fail(ErrorCategory::kInvalidArgument, "[-f {}] found {} bytes, expected at most {} MiB", path, size,
+         kMaxFileBytes >> 20);
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(ErrorCategory::kIo, "[-f {}] cannot open the file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The texts: the input split at every separator, empty pieces dropped.
+std::vector<std::string> split_texts(const std::string& all, const std::string& sep) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= all.size()) {
+    const size_t hit = sep.empty() ? std::string::npos : all.find(sep, pos);
+    std::string piece = all.substr(pos, hit == std::string::npos ? std::string::npos : hit - pos);
+    if (!piece.empty() && piece != "\r") out.push_back(std::move(piece));
+    if (hit == std::string::npos) break;
+    pos = hit + sep.size();
+  }
+  return out;
+}
+
+}  // namespace
+
+Runner add_embed(CLI::App& app) {
+  struct Flags {
+    ModelFlags model;
+    std::string prompt, file, pooling, format, separator = "\n";
+    int normalize = 2;
+    int64_t n_ctx = 0;
+  };
+  auto f = std::make_shared<Flags>();
+  CLI::App* cmd = app.add_subcommand(
+      "embed", "One embedding vector per text (encoders such as bge, or decoders), as llama-embedding");
+  add_model_flags(*cmd, f->model);
+  auto* p = cmd->add_option("-p,--prompt", f->prompt, "Texts, split at --embd-separator (default: each line)");
+  auto* file = cmd->add_option("-f,--file", f->file, "A file of texts, split likewise (at most 256 MiB)");
+  p->excludes(file);
+  cmd->add_option("--pooling", f->pooling, "mean, cls or last (default: the model's pooling_type, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last"}));
+  cmd->add_option("--embd-normalize", f->normalize,
+                  "-1 none, 0 max-abs scaled to int16's range, 1 taxicab, 2 Euclidean, >2 p-norm")
+      ->capture_default_str()
+      ->check(CLI::Range(-1, 64));
+  cmd->add_option("--embd-output-format", f->format,
+                  "json (OpenAI's list of embeddings), array ([[...], ...]); default one line of "
+                  "values per text")
+      ->check(CLI::IsMember({"json", "array"}));
+  cmd->add_option("--embd-separator", f->separator, "What separates texts (default a newline)");
+  cmd->add_option("-c,--ctx-size", f->n_ctx,
+                  "Most tokens in one text (default: the model's training context, at most 8192)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  return [f, p, file]() {
+    if (p->count() == 0 && file->count() == 0) {
+      fail(ErrorCategory::kInvalidArgument, "[embed] give the texts with -p TEXT or -f FILE");
+    }
+    const std::vector<std::string> texts =
+        split_texts(f->file.empty() ? f->prompt : read_texts_file(f->file), f->separator);
+    if (texts.empty()) fail(ErrorCategory::kInvalidArgument, "[embed] found no text to embed");
+    LoadedModel lm = load_model(f->model);
+    const Model& model = *lm.model;
+    const int64_t n_ctx = f->n_ctx > 0 ? f->n_ctx : std::min<int64_t>(model.hparams().n_ctx_train, 8192);
+    const serving::Pooling pooling =
+        f->pooling.empty() ? serving::model_pooling(model) : serving::pooling_from_name(f->pooling);
+    serving::Embedder embedder(model, pooling, n_ctx);
+    const bool progress = texts.size() > 1 && isatty(STDERR_FILENO) != 0;
+    std::vector<std::vector<float>> vectors;
+    vectors.reserve(texts.size());
+    int64_t tokens = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < texts.size(); ++i) {
+      const std::vector<TokenId> ids = lm.tokenizer.tokenize(texts[i], /*add_special=*/true);
+      tokens += static_cast<int64_t>(ids.size());
+      try {
+        vectors.push_back(embedder.embed(ids, f->normalize));
+      } catch (const Error& e) {
+        fail(e.category(), "[embed] text {} of {}: {}", i + 1, texts.size(), e.what());
+      }
+      if (progress) fmt::print(stderr, "\rembed: {} of {} texts", i + 1, texts.size());
+    }
+    if (progress) fmt::print(stderr, "\n");
+    fmt::print(stderr, "embed: {} texts, {} tokens, {} pooling, in {:.2f} ms\n", texts.size(), tokens,
+               serving::pooling_name(pooling), ms_since(t0));
+    if (f->format == "json") {
+      nlohmann::ordered_json out = {{"object", "list"}, {"data", nlohmann::ordered_json::array()}};
+      for (size_t i = 0; i < vectors.size(); ++i) {
+        out["data"].push_back({{"object", "embedding"}, {"index", i}, {"embedding", vectors[i]}});
+      }
+      fmt::print("{}\n", out.dump());
+    } else if (f->format == "array") {
+      fmt::print("{}\n", nlohmann::json(vectors).dump());
+    } else {
+      for (const std::vector<float>& v : vectors) {
+        for (size_t j = 0; j < v.size(); ++j) fmt::print("{}{:.6f}", j ? " " : "", v[j]);
+        fmt::print("\n");
+      }
+    }
+    return 0;
+  };
+}
+
+}  // namespace tessera::cli
