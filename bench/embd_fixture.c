@@ -9,7 +9,10 @@
 // an output) and writes the pooled embedding llama.cpp returns (the model's
 // pooling type, not normalized) to OUT_PREFIX.embd.f32 ([n_texts][n_embd]
 // f32); prints the JSON body of the fixture (texts, their ids, pooling,
-// n_embd) on stdout.
+// n_embd) on stdout. A reranker (rank pooling) scores (query, document)
+// pairs instead, laid out as llama-server does ([BOS] query [EOS] [SEP]
+// document [EOS], as the vocabulary adds them), and writes its n_cls_out
+// scores per pair.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +30,19 @@ static const char* const kTexts[] = {
     "F\xC3\xBChrer, caf\xC3\xA9, na\xC3\xAFve, 4 \xC2\xBD months.",
 };
 enum { kNumTexts = sizeof kTexts / sizeof kTexts[0] };
+
+static const char* const kPairs[][2] = {
+    {"what is a panda?", "The giant panda is a bear species endemic to China."},
+    {"what is a panda?", "Paris is the capital of France."},
+    {"how fast is a cheetah", "hi"},
+};
+enum { kNumPairs = sizeof kPairs / sizeof kPairs[0] };
+
+// Appends text's tokens (no special tokens) at tok + n; returns the new n.
+static int append_tokens(const void* vocab, const char* text, llama_token* tok, int n, int cap) {
+  const int k = llama_tokenize(vocab, text, (int32_t)strlen(text), tok + n, cap - n, false, false);
+  return k < 0 ? -1 : n + k;
+}
 
 int main(int argc, char** argv) {
   if (argc != 4) {
@@ -71,9 +87,25 @@ int main(int argc, char** argv) {
   static int32_t pos[kCtx], n_seq[kCtx], seq0 = 0;
   static int32_t* seq_ids[kCtx];
   static int8_t out[kCtx];
-  printf("  \"texts\": [\n");
-  for (int t = 0; t < kNumTexts; ++t) {
-    const int n = llama_tokenize(vocab, kTexts[t], (int32_t)strlen(kTexts[t]), tok, kCtx, true, false);
+  const int rank = llama_pooling_type(ctx) == 4;
+  const int n_out = rank ? (int)llama_model_n_cls_out(model) : n_embd;
+  const int n_inputs = rank ? kNumPairs : kNumTexts;
+  printf("  \"%s\": [\n", rank ? "pairs" : "texts");
+  for (int t = 0; t < n_inputs; ++t) {
+    int n;
+    if (rank) {
+      llama_token eos = llama_vocab_eos(vocab);
+      if (eos < 0) eos = llama_vocab_sep(vocab);
+      n = 0;
+      if (llama_vocab_get_add_bos(vocab)) tok[n++] = llama_vocab_bos(vocab);
+      n = append_tokens(vocab, kPairs[t][0], tok, n, kCtx - 4);
+      if (n >= 0 && llama_vocab_get_add_eos(vocab)) tok[n++] = eos;
+      if (n >= 0 && llama_vocab_get_add_sep(vocab)) tok[n++] = llama_vocab_sep(vocab);
+      if (n >= 0) n = append_tokens(vocab, kPairs[t][1], tok, n, kCtx - 4);
+      if (n >= 0 && llama_vocab_get_add_eos(vocab)) tok[n++] = eos;
+    } else {
+      n = llama_tokenize(vocab, kTexts[t], (int32_t)strlen(kTexts[t]), tok, kCtx, true, false);
+    }
     if (n <= 0) {
       fprintf(stderr, "embd_fixture: cannot tokenize text %d\n", t);
       return 1;
@@ -91,16 +123,21 @@ int main(int argc, char** argv) {
       return 1;
     }
     const float* e = llama_get_embeddings_seq(ctx, 0);
-    if (e == NULL || fwrite(e, sizeof(float), (size_t)n_embd, f) != (size_t)n_embd) {
-      fprintf(stderr, "embd_fixture: no pooled embedding for text %d\n", t);
+    if (e == NULL || fwrite(e, sizeof(float), (size_t)n_out, f) != (size_t)n_out) {
+      fprintf(stderr, "embd_fixture: no pooled embedding for input %d\n", t);
       return 1;
     }
-    printf("    {\"text\": \"%s\", \"ids\": [", kTexts[t]);
+    if (rank) {
+      printf("    {\"query\": \"%s\", \"document\": \"%s\", \"ids\": [", kPairs[t][0], kPairs[t][1]);
+    } else {
+      printf("    {\"text\": \"%s\", \"ids\": [", kTexts[t]);
+    }
     for (int i = 0; i < n; ++i) printf("%s%d", i ? ", " : "", tok[i]);
-    printf("]}%s\n", t + 1 < kNumTexts ? "," : "");
+    printf("]}%s\n", t + 1 < n_inputs ? "," : "");
   }
   if (fclose(f) != 0) return 1;
-  printf("  ],\n  \"pooling\": %d,\n  \"n_embd\": %d,\n", llama_pooling_type(ctx), n_embd);
+  printf("  ],\n  \"pooling\": %d,\n  \"n_embd\": %d,\n  \"n_out\": %d,\n", llama_pooling_type(ctx),
+         n_embd, n_out);
   llama_free(ctx);
   llama_model_free(model);
   return 0;

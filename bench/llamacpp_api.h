@@ -52,6 +52,13 @@ void llama_set_embeddings(void* ctx, bool embeddings);
 float* llama_get_embeddings_seq(void* ctx, int32_t seq_id);
 int32_t llama_pooling_type(const void* ctx);  // llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank
 int32_t llama_model_n_embd(const void* model);
+uint32_t llama_model_n_cls_out(const void* model);
+llama_token llama_vocab_bos(const void* vocab);
+llama_token llama_vocab_eos(const void* vocab);
+llama_token llama_vocab_sep(const void* vocab);
+bool llama_vocab_get_add_bos(const void* vocab);
+bool llama_vocab_get_add_eos(const void* vocab);
+bool llama_vocab_get_add_sep(const void* vocab);
 void* llama_get_memory(void* ctx);
 void llama_memory_clear(void* mem, bool data);
 void llama_synchronize(void* ctx);

@@ -12,6 +12,14 @@ namespace tessera {
 namespace {
 
 void read_hparams(const gguf::File& file, Hparams& hp) {
+  const std::string labels = hp.architecture + ".classifier.output_labels";
+  if (const gguf::Value* v = file.find(labels)) {
+    hp.n_cls_out = static_cast<int64_t>(v->array().size());
+    if (hp.n_cls_out < 1 || hp.n_cls_out > 4096) {
+      fail(ErrorCategory::kInvalidFile, "[model {}] key '{}' found {} labels, expected 1 to 4096",
+           file.name(), labels, hp.n_cls_out);
+    }
+  }
   const gguf::Value* types = file.find("tokenizer.ggml.token_type_count");
   hp.n_token_types = types != nullptr && types->is_integer() ? static_cast<int64_t>(types->u32()) : 0;
   if (hp.n_token_types < 1 || hp.n_token_types > 16) {
@@ -27,6 +35,11 @@ void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
   w.position_embd = t.take("position_embd.weight", {hp.n_embd, hp.n_ctx_train});
   w.token_embd_norm = t.take("token_embd_norm.weight", {hp.n_embd});
   w.token_embd_norm_b = t.take("token_embd_norm.bias", {hp.n_embd});
+  // A reranker's classifier (rank pooling); embedding models have none.
+  w.cls = t.take("cls.weight", {hp.n_embd, hp.n_embd}, false);
+  w.cls_b = t.take("cls.bias", {hp.n_embd}, false);
+  w.cls_out = t.take("cls.output.weight", {hp.n_embd, hp.n_cls_out}, false);
+  w.cls_out_b = t.take("cls.output.bias", {hp.n_cls_out}, false);
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     LayerWeights& l = w.layers.emplace_back();
     l.wq = t.layer(il, "attn_q", {hp.n_embd, hp.n_embd_q()});

@@ -276,6 +276,8 @@ std::vector<std::pair<Tensor*, Device*>> Model::weight_plan() {
   for (Tensor* t : {w_.token_types, w_.position_embd, w_.token_embd_norm, w_.token_embd_norm_b}) {
     if (holds_input()) add(t, cpu_);  // beside the embedding they are added to
   }
+  // A reranker's head, read back by the serving core (host memory, GGUF bytes).
+  for (Tensor* t : {w_.cls, w_.cls_b, w_.cls_out, w_.cls_out_b}) add(t, cpu_);
   add(w_.rope_freqs, cpu_);
   add(w_.output_norm, output_device_);
   add(w_.output, w_.output == w_.token_embd ? cpu_ : output_device_);

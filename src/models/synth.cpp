@@ -44,6 +44,9 @@ constexpr SynthShape kShapes[] = {
     {"bge-small-en-v1.5", 384, 12, 12, 12, 1536, 0, 512, 10000.0f, true, "bert"},
     {"bge-base-en-v1.5", 768, 12, 12, 12, 3072, 0, 512, 10000.0f, true, "bert"},
     {"bert-tiny", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "bert"},  // fixtures
+    // Rerankers: bge-reranker-base's BERT layout with its one-label head, and a fixture's.
+    {"bge-reranker-base", 768, 12, 12, 12, 3072, 0, 512, 10000.0f, true, "bert", 0, 0, 0, 0, 0, 0.0f, 0, true},
+    {"bert-tiny-rerank", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "bert", 0, 0, 0, 0, 0, 0.0f, 0, true},
 };
 
 uint64_t splitmix64(uint64_t& s) {
@@ -111,6 +114,12 @@ std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab) {
     t.push_back({b("ffn_down"), {s.n_embd}, Fill::kF32Weights});
     t.push_back({n("layer_output_norm"), {s.n_embd}, Fill::kNorm});
     t.push_back({b("layer_output_norm"), {s.n_embd}, Fill::kF32Weights});
+  }
+  if (s.rerank) {  // the classifier head on [CLS]: one label
+    t.push_back({"cls.weight", {s.n_embd, s.n_embd}, Fill::kWeights});
+    t.push_back({"cls.bias", {s.n_embd}, Fill::kF32Weights});
+    t.push_back({"cls.output.weight", {s.n_embd, 1}, Fill::kF32Weights});
+    t.push_back({"cls.output.bias", {1}, Fill::kF32Weights});
   }
   return t;
 }
@@ -341,7 +350,8 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
   if (s.arch == "bert") {  // an encoder: LayerNorms, both directions, mean pooling
     w.set_f32(key("attention.layer_norm_epsilon"), 1e-12f);
     w.set_bool(key("attention.causal"), false);
-    w.set_u32(key("pooling_type"), 1);
+    w.set_u32(key("pooling_type"), s.rerank ? 4 : 1);  // rank or mean
+    if (s.rerank) w.set_array_strings(key("classifier.output_labels"), std::vector<std::string>{"LABEL_0"});
   } else {
     w.set_f32(key("rope.freq_base"), s.rope_base);
   }

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tessera/core/error.h"
+#include "tessera/core/dtype.h"
 #include "tessera/gguf/gguf.h"
 
 namespace tessera::serving {
@@ -14,7 +15,8 @@ Pooling pooling_from_name(const std::string& name) {
   if (name == "mean") return Pooling::kMean;
   if (name == "last") return Pooling::kLast;
   if (name == "cls") return Pooling::kCls;
-  fail(ErrorCategory::kInvalidArgument, "[--pooling] found '{}', expected mean, last or cls", name);
+  if (name == "rank") return Pooling::kRank;
+  fail(ErrorCategory::kInvalidArgument, "[--pooling] found '{}', expected mean, last, cls or rank", name);
 }
 
 Pooling model_pooling(const Model& model) {
@@ -23,6 +25,7 @@ Pooling model_pooling(const Model& model) {
     switch (v->u32()) {
       case 2: return Pooling::kCls;
       case 3: return Pooling::kLast;
+      case 4: return Pooling::kRank;
       default: return Pooling::kMean;
     }
   }
@@ -34,12 +37,73 @@ const char* pooling_name(Pooling p) {
     case Pooling::kMean: return "mean";
     case Pooling::kLast: return "last";
     case Pooling::kCls: return "cls";
+    case Pooling::kRank: return "rank";
   }
   return "?";
 }
 
+namespace {
+
+// A weight as f32 in its GGUF order (rows of ne[0]), read back from the
+// buffer it was placed in; empty when the model has none.
+std::vector<float> host_f32(const Tensor* t) {
+  if (t == nullptr) return {};
+  std::vector<uint8_t> bytes(t->n_bytes());
+  t->buffer->get_tensor(*t, bytes.data());
+  std::vector<float> out(static_cast<size_t>(t->n_elements()));
+  const int64_t rows = t->n_elements() / t->ne[0];
+  const size_t row_bytes = bytes.size() / static_cast<size_t>(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    dequantize_row(t->type, bytes.data() + static_cast<size_t>(r) * row_bytes,
+                   out.data() + r * t->ne[0], t->ne[0]);
+  }
+  return out;
+}
+
+// y = W x (+ b), W row-major [rows][cols] as GGUF stores [cols, rows].
+std::vector<double> affine(const std::vector<float>& w, const std::vector<float>& b,
+                           const std::vector<double>& x) {
+  const size_t cols = x.size(), rows = w.size() / cols;
+  std::vector<double> y(rows, 0.0);
+  for (size_t r = 0; r < rows; ++r) {
+    double s = b.empty() ? 0.0 : b[r];
+    for (size_t c = 0; c < cols; ++c) s += double(w[r * cols + c]) * x[c];
+    y[r] = s;
+  }
+  return y;
+}
+
+}  // namespace
+
+std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view query,
+                                   std::string_view document) {
+  const TokenId eos = tokenizer.eos() != kNoToken ? tokenizer.eos() : tokenizer.sep();
+  std::vector<int32_t> out;
+  if (tokenizer.add_bos() && tokenizer.bos() != kNoToken) out.push_back(tokenizer.bos());
+  const std::vector<TokenId> q = tokenizer.tokenize(query, false), d = tokenizer.tokenize(document, false);
+  out.insert(out.end(), q.begin(), q.end());
+  if (tokenizer.add_eos() && eos != kNoToken) out.push_back(eos);
+  if (tokenizer.add_sep() && tokenizer.sep() != kNoToken) out.push_back(tokenizer.sep());
+  out.insert(out.end(), d.begin(), d.end());
+  if (tokenizer.add_eos() && eos != kNoToken) out.push_back(eos);
+  return out;
+}
+
 Embedder::Embedder(const Model& model, Pooling pooling, int64_t max_tokens)
-    : model_(model), pooling_(pooling), max_tokens_(max_tokens) {}
+    : model_(model), pooling_(pooling), max_tokens_(max_tokens) {
+  if (pooling_ != Pooling::kRank) return;
+  const Weights& w = model.weights();
+  if (w.cls == nullptr && w.cls_out == nullptr) {
+    fail(ErrorCategory::kUnsupported,
+         "[rerank] the model ({}) has no classifier head (cls.weight / cls.output.weight): it is "
+         "not a reranker",
+         model.hparams().architecture);
+  }
+  cls_ = host_f32(w.cls);
+  cls_b_ = host_f32(w.cls_b);
+  cls_out_ = host_f32(w.cls_out);
+  cls_out_b_ = host_f32(w.cls_out_b);
+}
 
 std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens, int normalize) {
   const auto n = static_cast<int64_t>(tokens.size());
@@ -64,8 +128,9 @@ std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens, int norma
   context_->cache().clear();
   batch_.clear();
   for (int64_t i = 0; i < n; ++i) {
+    const bool first = pooling_ == Pooling::kCls || pooling_ == Pooling::kRank;
     const bool out = pooling_ == Pooling::kMean || (pooling_ == Pooling::kLast && i + 1 == n) ||
-                     (pooling_ == Pooling::kCls && i == 0);
+                     (first && i == 0);
     batch_.add(tokens[static_cast<size_t>(i)], static_cast<int32_t>(i), {0}, out);
   }
   context_->decode(batch_);
@@ -79,7 +144,14 @@ std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens, int norma
     ++rows;
   }
   for (double& v : sum) v /= double(rows);
-  return normalize_embedding(sum, normalize);
+  if (pooling_ != Pooling::kRank) return normalize_embedding(sum, normalize);
+  // The classifier head on the [CLS] state (llama.cpp's rank pooling).
+  if (!cls_.empty()) {
+    sum = affine(cls_, cls_b_, sum);
+    for (double& v : sum) v = std::tanh(v);
+  }
+  if (!cls_out_.empty()) sum = affine(cls_out_, cls_out_b_, sum);
+  return std::vector<float>(sum.begin(), sum.end());
 }
 
 std::vector<float> normalize_embedding(std::span<const double> v, int mode) {

@@ -292,6 +292,9 @@ bool Tokenizer::add_bos() const {
 bool Tokenizer::add_eos() const {
   return impl_->vocab.add_eos;
 }
+bool Tokenizer::add_sep() const {
+  return impl_->vocab.add_sep;
+}
 bool Tokenizer::add_space_prefix() const {
   return impl_->vocab.add_space_prefix;
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -129,6 +130,46 @@ TEST_P(EncoderFixtureTest, GenerationIsRefused) {
   } catch (const Error& e) {
     EXPECT_EQ(e.category(), ErrorCategory::kUnsupported) << e.what();
     EXPECT_NE(std::string(e.what()).find("encoder"), std::string::npos) << e.what();
+  }
+}
+
+// A reranker (bert_rerank: bert-tiny with a one-label classifier head, rank
+// pooling): each (query, document) pair laid out as llama-server does, and
+// its score within 5e-4 of llama.cpp's. Scores are ~0.05; llama.cpp rounds
+// the head's inputs to f16 (2^-11 relative) for its F16 cls matmul, which
+// through 32 weights of std 0.1 and the output row moves a score by up to
+// ~3e-4; measured 8.2e-5 on every tier.
+TEST_P(EncoderFixtureTest, RerankScoresMatchLlamaCpp) {
+  const std::string dir = testing::fixtures_dir() + "/archs/";
+  std::ifstream js(dir + "bert_rerank.json");
+  const nlohmann::json j = nlohmann::json::parse(js);
+  ASSERT_EQ(j.at("pooling").get<int>(), 4);
+  const auto model = Model::load(*rt_, dir + "bert_rerank.gguf");
+  EXPECT_EQ(serving::model_pooling(*model), serving::Pooling::kRank);
+  EXPECT_EQ(model->hparams().n_cls_out, 1);
+  const Tokenizer tok = Tokenizer::from_gguf(model->file());
+  std::ifstream e(dir + j.at("embeddings").get<std::string>(), std::ios::binary);
+  serving::Embedder ranker(*model, serving::Pooling::kRank, 512);
+  double worst = 0;
+  for (const auto& pair : j.at("pairs")) {
+    const auto ids = pair.at("ids").get<std::vector<int32_t>>();
+    EXPECT_EQ(serving::rerank_tokens(tok, pair.at("query").get<std::string>(),
+                                     pair.at("document").get<std::string>()),
+              ids);
+    float want = 0;
+    e.read(reinterpret_cast<char*>(&want), sizeof want);
+    const std::vector<float> got = ranker.embed(ids);
+    ASSERT_EQ(got.size(), 1u);
+    worst = std::max(worst, std::abs(double(got[0]) - want));
+    EXPECT_NEAR(got[0], want, 5e-4) << pair.at("document");
+  }
+  std::printf("[ encoder  ] bert_rerank: worst score difference %.3g\n", worst);
+  // An embedding model has no head to rank with.
+  try {
+    serving::Embedder no(*model_, serving::Pooling::kRank, 512);
+    FAIL() << "ranked with an embedding model";
+  } catch (const Error& err) {
+    EXPECT_EQ(err.category(), ErrorCategory::kUnsupported) << err.what();
   }
 }
 

@@ -722,6 +722,49 @@ TEST(ServerEncoder, EmbeddingsServedCompletionsRefused) {
                       "application/json"),
                501, "is an encoder");
   EXPECT_EQ(s.client().Get("/health")->status, 200);
+  expect_error(c.Post("/v1/rerank", R"({"query":"q","documents":["a"]})", "application/json"), 501,
+               "--rerank");
+}
+
+// A reranker with --rerank (the bert_rerank fixture): llama.cpp's scores for
+// its pairs, sorted best first, top_n, the text on request, TEI's form;
+// embeddings then 501; bad requests named.
+TEST(ServerEncoder, RerankScoresSortedAsLlamaCpp) {
+  const std::string dir = fixtures_dir() + "/archs/";
+  ServerProcess s({"-m", dir + "bert_rerank.gguf", "--rerank", "--weights-cache", "off"});
+  std::ifstream js(dir + "bert_rerank.json");
+  const json fixture = json::parse(js);
+  std::ifstream e(dir + "bert_rerank.embd.f32", std::ios::binary);
+  std::vector<float> want(2);
+  e.read(reinterpret_cast<char*>(want.data()), sizeof(float) * 2);  // the two panda pairs
+  const json pairs = fixture["pairs"];
+  const json r = post(s, "/v1/rerank",
+                      {{"query", pairs[0]["query"]},
+                       {"documents", json::array({pairs[0]["document"], pairs[1]["document"]})},
+                       {"return_text", true}});
+  ASSERT_EQ(r["results"].size(), 2u);
+  const size_t best = want[0] > want[1] ? 0 : 1;
+  EXPECT_EQ(r["results"][0]["index"], best);
+  EXPECT_EQ(r["results"][0]["document"]["text"], pairs[best]["document"]);
+  for (const json& item : r["results"]) {
+    EXPECT_NEAR(item["relevance_score"].get<double>(), want[item["index"].get<size_t>()], 5e-4);
+  }
+  EXPECT_EQ(r["usage"]["prompt_tokens"], pairs[0]["ids"].size() + pairs[1]["ids"].size());
+  const json top = post(s, "/rerank", {{"query", "q"}, {"documents", {"a", "b", "c"}}, {"top_n", 1}});
+  EXPECT_EQ(top["results"].size(), 1u);
+  const json tei = post(s, "/rerank", {{"query", "q"}, {"texts", {"a", "b"}}, {"return_text", true}});
+  ASSERT_TRUE(tei.is_array());
+  EXPECT_EQ(tei.size(), 2u);
+  EXPECT_TRUE(tei[0].contains("score") && tei[0].contains("text"));
+  httplib::Client c = s.client();
+  expect_error(c.Post("/v1/embeddings", R"({"input":"x"})", "application/json"), 501, "--rerank");
+  expect_error(c.Post("/v1/rerank", R"({"documents":["a"]})", "application/json"), 400, "query");
+  expect_error(c.Post("/v1/rerank", R"({"query":"q"})", "application/json"), 400, "documents");
+  expect_error(c.Post("/v1/rerank", R"({"query":"q","documents":[]})", "application/json"), 400, "non-empty");
+  expect_error(c.Post("/v1/rerank", R"({"query":"q","documents":["a"],"top_n":0})", "application/json"), 400,
+               "top_n");
+  expect_error(c.Post("/v1/rerank", R"({"query":"q","documents":["a"],"rank":1})", "application/json"), 400,
+               "unknown field 'rank'");
 }
 
 }  // namespace

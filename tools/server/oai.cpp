@@ -1,5 +1,6 @@
 #include "server/oai.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <ctime>
@@ -13,6 +14,7 @@
 #include "server/http_error.h"
 #include "tessera/core/error.h"
 #include "tessera/grammar/grammar.h"
+#include "tessera/serving/embedder.h"
 #include "tessera/serving/tool_calls.h"
 
 namespace tessera::server {
@@ -177,9 +179,11 @@ void refuse_unknown_fields(const ojson& body, Endpoint endpoint) {
   static const std::set<std::string_view> kEmbeddings = {"input", "model", "encoding_format", "dimensions", "user"};
   static const std::set<std::string_view> kTokenize = {"content", "add_special", "with_pieces"};
   static const std::set<std::string_view> kDetokenize = {"tokens"};
+  static const std::set<std::string_view> kRerank = {"query", "documents", "texts", "top_n", "return_text", "model"};
   const std::set<std::string_view>& known = endpoint == Endpoint::kCompletion   ? completion_fields()
                                             : endpoint == Endpoint::kEmbeddings ? kEmbeddings
                                             : endpoint == Endpoint::kTokenize   ? kTokenize
+                                            : endpoint == Endpoint::kRerank     ? kRerank
                                                                                 : kDetokenize;
   for (const auto& [key, _] : body.items()) {
     if (!known.contains(key)) {
@@ -622,6 +626,59 @@ json embeddings_response(const EmbeddingRequest& r, const std::vector<std::vecto
           {"data", data},
           {"model", model},
           {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+}
+
+RerankRequest parse_rerank(const ojson& body, const Tokenizer& tokenizer) {
+  RerankRequest r;
+  const auto q = body.find("query");
+  if (q == body.end() || !q->is_string() || q->get<std::string>().empty()) {
+    bad_request("'query' must be a non-empty string");
+  }
+  const auto docs = body.find("documents");
+  const auto texts = body.find("texts");
+  if ((docs == body.end()) == (texts == body.end())) bad_request("give the documents as 'documents' (or TEI's 'texts'), once");
+  r.tei = texts != body.end();
+  const ojson& list = r.tei ? *texts : *docs;
+  const char* name = r.tei ? "texts" : "documents";
+  if (!list.is_array() || list.empty()) bad_request("'{}' must be a non-empty array of strings", name);
+  if (list.size() > 256) bad_request("'{}' holds {} items, at most 256", name, list.size());
+  const std::string query = q->get<std::string>();
+  for (const ojson& d : list) {
+    if (!d.is_string() || d.get<std::string>().empty()) bad_request("'{}' must hold non-empty strings", name);
+    r.documents.push_back(d.get<std::string>());
+    r.inputs.push_back(serving::rerank_tokens(tokenizer, query, r.documents.back()));
+  }
+  r.top_n = r.documents.size();
+  if (const auto t = body.find("top_n"); t != body.end() && !t->is_null()) {
+    if (!t->is_number_integer() || t->get<int64_t>() < 1) bad_request("'top_n' must be a positive integer");
+    r.top_n = std::min<size_t>(r.top_n, t->get<size_t>());
+  }
+  if (const auto t = body.find("return_text"); t != body.end() && !t->is_null()) {
+    if (!t->is_boolean()) bad_request("'return_text' must be true or false");
+    r.return_text = t->get<bool>();
+  }
+  return r;
+}
+
+json rerank_response(const RerankRequest& r, const std::vector<float>& scores, const std::string& model) {
+  std::vector<size_t> order(scores.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return scores[a] > scores[b]; });
+  order.resize(std::min(order.size(), r.top_n));
+  json results = json::array();
+  int64_t tokens = 0;
+  for (const std::vector<TokenId>& in : r.inputs) tokens += static_cast<int64_t>(in.size());
+  for (const size_t i : order) {
+    json item = {{"index", i}, {r.tei ? "score" : "relevance_score", scores[i]}};
+    if (r.return_text && r.tei) item["text"] = r.documents[i];
+    if (r.return_text && !r.tei) item["document"] = {{"text", r.documents[i]}};
+    results.push_back(std::move(item));
+  }
+  if (r.tei) return results;
+  return {{"model", model},
+          {"object", "list"},
+          {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
+          {"results", results}};
 }
 
 }  // namespace tessera::server

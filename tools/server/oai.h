@@ -24,7 +24,7 @@ nlohmann::ordered_json parse_body(const std::string& body);
 // knows to change nothing (unless the server runs with
 // --ignore-unknown-fields). llama.cpp's sampler fields tessera lacks are
 // refused by the parsers themselves past their neutral values.
-enum class Endpoint { kCompletion, kEmbeddings, kTokenize, kDetokenize };
+enum class Endpoint { kCompletion, kEmbeddings, kTokenize, kDetokenize, kRerank };
 void refuse_unknown_fields(const nlohmann::ordered_json& body, Endpoint endpoint);
 
 // /v1/completions and /v1/chat/completions.
@@ -93,6 +93,24 @@ EmbeddingRequest parse_embeddings(const nlohmann::ordered_json& body, const Toke
 nlohmann::json embeddings_response(const EmbeddingRequest& r,
                                    const std::vector<std::vector<float>>& vectors,
                                    const std::string& model);
+
+// /rerank, /v1/rerank (llama-server's shape): `query` and `documents` (or
+// TEI's `texts`), at most 256 non-empty strings; `top_n` (default all);
+// `return_text`. Each document is laid out with the query as
+// serving::rerank_tokens does.
+struct RerankRequest {
+  std::vector<std::string> documents;
+  std::vector<std::vector<TokenId>> inputs;  // per document: query and document
+  size_t top_n = 0;
+  bool return_text = false;
+  bool tei = false;  // `texts`: TEI's answer, a bare array with `score` and `text`
+};
+RerankRequest parse_rerank(const nlohmann::ordered_json& body, const Tokenizer& tokenizer);
+// Results sorted by score, best first, the first top_n: {index,
+// relevance_score, document: {text}?} under llama-server's list object, or
+// TEI's [{index, score, text?}].
+nlohmann::json rerank_response(const RerankRequest& r, const std::vector<float>& scores,
+                               const std::string& model);
 
 // `v` as token ids of this vocabulary; errors name `field`.
 std::vector<TokenId> token_ids(const nlohmann::ordered_json& v, const char* field, size_t n_vocab);

@@ -124,8 +124,22 @@ struct Server::Impl {
                             .include_usage = c.include_usage, .first = std::move(*first)});
   }
 
+  void rerank(const HttpRequest& req, HttpResponse& res) {
+    require_ready();
+    if (!options.rerank) {
+      throw HttpError(501, "this server does not rerank: start it with --rerank (and a reranker model)");
+    }
+    const RerankRequest r = parse_rerank(body(req, Endpoint::kRerank), *tokenizer);
+    std::vector<float> scores;
+    for (const std::vector<TokenId>& input : r.inputs) scores.push_back(embedder->embed(input).at(0));
+    send_json(res, rerank_response(r, scores, options.model_name));
+  }
+
   void embeddings(const HttpRequest& req, HttpResponse& res) {
     require_ready();
+    if (options.rerank) {
+      throw HttpError(501, "this server ranks (--rerank): use /v1/rerank, or start it without --rerank");
+    }
     const EmbeddingRequest e = parse_embeddings(body(req, Endpoint::kEmbeddings), *tokenizer);
     std::vector<std::vector<float>> vectors;
     for (const std::vector<TokenId>& input : e.inputs) vectors.push_back(embedder->embed(input));
@@ -200,6 +214,9 @@ struct Server::Impl {
       worker("POST", p + "/completions", [this](const auto& q, auto& s, auto& c) { complete(q, s, c, false); });
       worker("POST", p + "/chat/completions", [this](const auto& q, auto& s, auto& c) { complete(q, s, c, true); });
       worker("POST", p + "/embeddings", [this](const auto& q, auto& s, auto&) { embeddings(q, s); });
+      for (const char* name : {"/rerank", "/reranking"}) {
+        worker("POST", p + name, [this](const auto& q, auto& s, auto&) { rerank(q, s); });
+      }
     }
     worker("POST", "/tokenize", [this](const auto& q, auto& s, auto&) { tokenize(q, s); });
     worker("POST", "/detokenize", [this](const auto& q, auto& s, auto&) {

@@ -35,6 +35,9 @@ struct ServerOptions {
   std::vector<std::string> cors_origins;
   // Fields no endpoint reads are a 400 unless this is set.
   bool ignore_unknown_fields = false;
+  // /rerank and /v1/rerank on (the embedder ranks: a reranker's head);
+  // /v1/embeddings then answers 501, as without it /rerank does.
+  bool rerank = false;
   // /health answers 503 when requests wait or run and the generator has
   // not finished a step for this long.
   std::chrono::milliseconds health_stall{30'000};

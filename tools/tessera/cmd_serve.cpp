@@ -53,10 +53,17 @@ struct Loaded {
                    .n_ctx = o.n_ctx,
                    .n_batch = o.n_batch,
                    .pipeline = model.pipeline.get()}),
-        embedder(*model.model,
-                 o.pooling.empty() ? serving::model_pooling(*model.model)
-                                   : serving::pooling_from_name(o.pooling),
-                 generator.slot_ctx()) {}
+        embedder(*model.model, pooling_of(o, *model.model),
+                 model.model->is_encoder() ? std::min<int64_t>(model.model->hparams().n_ctx_train, 8192)
+                                           : generator.slot_ctx()) {}
+  // --rerank ranks (the model's head); else --pooling, else the file's
+  // pooling_type, whose rank (a reranker's file) embeds as cls.
+  static serving::Pooling pooling_of(const ServeFlags& o, const Model& m) {
+    if (o.http.rerank) return serving::Pooling::kRank;
+    if (!o.pooling.empty()) return serving::pooling_from_name(o.pooling);
+    const serving::Pooling p = serving::model_pooling(m);
+    return p == serving::Pooling::kRank ? serving::Pooling::kCls : p;
+  }
   Loaded(const Loaded&) = delete;
   Loaded& operator=(const Loaded&) = delete;
 
@@ -177,6 +184,9 @@ Runner add_serve(CLI::App& app, const MpiWorld& world) {
   cmd->add_option("--alias", o->http.model_name, "Model name in responses (default: file name)");
   cmd->add_option("--chat-template", o->chat_template,
                   "Built-in chat template instead of the model's: " + serving::ChatRenderer::builtin_names());
+  cmd->add_flag("--rerank,--reranking", o->http.rerank,
+               "Serve /v1/rerank and /rerank with a reranker's classifier head (bge-reranker, ...); "
+               "/v1/embeddings then answers 501");
   cmd->add_option("--pooling", o->pooling,
                   "Embeddings pooling: mean, last or cls (default: the model's, else mean)")
       ->check(CLI::IsMember({"mean", "last", "cls"}));

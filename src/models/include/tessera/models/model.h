@@ -95,6 +95,9 @@ struct Hparams {
   float norm_eps = 1e-12f;
   bool causal = true;
   int64_t n_token_types = 0;
+  // Rerankers: the classifier head's outputs ({arch}.classifier.output_labels'
+  // count; 1 when absent).
+  int64_t n_cls_out = 1;
   float attn_scale = 0.0f;           // scale of q.k; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
 
@@ -199,6 +202,12 @@ struct Weights {
   Tensor* position_embd = nullptr;      // [n_embd, n_ctx_train]
   Tensor* token_embd_norm = nullptr;    // [n_embd]
   Tensor* token_embd_norm_b = nullptr;  // [n_embd]
+  // A reranker's classifier head on the [CLS] state (rank pooling):
+  // tanh(cls x + cls_b), then cls_out (.) + cls_out_b; each nullable.
+  Tensor* cls = nullptr;        // [n_embd, n_embd]
+  Tensor* cls_b = nullptr;      // [n_embd]
+  Tensor* cls_out = nullptr;    // [n_embd, n_cls_out]
+  Tensor* cls_out_b = nullptr;  // [n_cls_out]
   std::vector<LayerWeights> layers;
 };
 

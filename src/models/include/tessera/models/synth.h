@@ -31,12 +31,13 @@ struct SynthShape {
   int64_t sliding_window = 0;   // gpt-oss: every other layer's window
   float yarn_factor = 0.0f;     // > 0: rope.scaling.type yarn with this factor ...
   uint32_t yarn_orig_ctx = 0;   // ... over this original context
+  bool rerank = false;          // bert: a classifier head (cls, cls.output) and rank pooling
 };
 
 // tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny, qwen3-30b-a3b,
 // gpt-oss-20b, olmoe-1b-7b, and the fixtures' qwen3moe-tiny, mixtral-tiny, qwen2moe-tiny,
-// gpt-oss-tiny, olmoe-tiny; the encoders bge-small-en-v1.5, bge-base-en-v1.5 and the
-// fixtures' bert-tiny.
+// gpt-oss-tiny, olmoe-tiny; the encoders bge-small-en-v1.5, bge-base-en-v1.5,
+// bge-reranker-base, and the fixtures' bert-tiny and bert-tiny-rerank.
 std::span<const SynthShape> synth_shapes();
 // Null when there is no shape of that name.
 const SynthShape* find_synth_shape(std::string_view name);

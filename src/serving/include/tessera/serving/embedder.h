@@ -8,18 +8,22 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tessera/engine/engine.h"
+#include "tessera/text/tokenizer.h"
 
 namespace tessera::serving {
 
-enum class Pooling { kMean, kLast, kCls };
+// kRank: a reranker's classifier head on the [CLS] state, one score per
+// output label (llama.cpp's LLAMA_POOLING_TYPE_RANK).
+enum class Pooling { kMean, kLast, kCls, kRank };
 
-// "mean", "last", "cls"; the error names the flag and the choices.
+// "mean", "last", "cls", "rank"; the error names the flag and the choices.
 Pooling pooling_from_name(const std::string& name);
 // The model's {arch}.pooling_type (llama.cpp's numbering: 1 mean, 2 cls,
-// 3 last), or mean when it has none.
+// 3 last, 4 rank), or mean when it has none.
 Pooling model_pooling(const Model& model);
 const char* pooling_name(Pooling p);
 
@@ -28,12 +32,21 @@ const char* pooling_name(Pooling p);
 // p-norm. A zero vector stays zero.
 std::vector<float> normalize_embedding(std::span<const double> v, int mode);
 
+// The tokens a reranker scores for (query, document), as llama-server lays
+// them out: [BOS] query [EOS] [SEP] document [EOS], each special token as
+// the vocabulary adds it (BERT: [CLS] query [SEP] document).
+std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view query,
+                                   std::string_view document);
+
 class Embedder {
  public:
+  // With kRank, the model's classifier head (cls / cls.output) is read here:
+  // a model without one is Error(kUnsupported).
   Embedder(const Model& model, Pooling pooling, int64_t max_tokens);
   // One vector of n_embd floats, normalized as normalize_embedding does with
-  // `normalize` (default L2). Throws Error(kInvalidArgument) for an empty
-  // input or one longer than max_tokens().
+  // `normalize` (default L2); with kRank the head's n_cls_out scores, as
+  // they are. Throws Error(kInvalidArgument) for an empty input or one
+  // longer than max_tokens().
   std::vector<float> embed(const std::vector<int32_t>& tokens, int normalize = 2);
   int64_t max_tokens() const { return max_tokens_; }
   Pooling pooling() const { return pooling_; }
@@ -45,6 +58,8 @@ class Embedder {
   std::mutex mutex_;
   std::unique_ptr<Context> context_;
   Batch batch_;
+  // kRank: the classifier head as f32, row-major [out][in]; empty when absent.
+  std::vector<float> cls_, cls_b_, cls_out_, cls_out_b_;
 };
 
 }  // namespace tessera::serving

@@ -127,6 +127,8 @@ class Tokenizer {
   TokenId sep() const;
   bool add_bos() const;
   bool add_eos() const;
+  // bert: whether a pair of texts is joined by [SEP] (rerankers' input).
+  bool add_sep() const;
   bool add_space_prefix() const;  // llama only: a space before text (key add_space_prefix)
   // End of generation: eos, eot, eom and known end-of-turn tokens
   // ("<|eot_id|>", "<|im_end|>", "<|end|>", ...). False for any id out of range.
