@@ -89,8 +89,9 @@ std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view 
   return out;
 }
 
-Embedder::Embedder(const Model& model, Pooling pooling, int64_t max_tokens)
-    : model_(model), pooling_(pooling), max_tokens_(max_tokens) {
+Embedder::Embedder(const Model& model, Pooling pooling, int64_t max_tokens, int64_t batch_tokens)
+    : model_(model), pooling_(pooling), max_tokens_(max_tokens),
+      batch_tokens_(std::max(max_tokens, batch_tokens)) {
   if (pooling_ != Pooling::kRank) return;
   const Weights& w = model.weights();
   if (w.cls == nullptr && w.cls_out == nullptr) {
@@ -106,7 +107,12 @@ Embedder::Embedder(const Model& model, Pooling pooling, int64_t max_tokens)
 }
 
 std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens, int normalize) {
-  const auto n = static_cast<int64_t>(tokens.size());
+  return embed_all({tokens}, normalize).at(0);
+}
+
+std::vector<std::vector<float>> Embedder::embed_all(const std::vector<std::vector<int32_t>>& inputs,
+                                                    int normalize,
+                                                    const std::function<void(size_t)>& progress) {
   // The pipeline's messages go one at a time, from the thread that decodes;
   // embeddings come from the HTTP threads.
   if (model_.is_stage()) {
@@ -115,43 +121,75 @@ std::vector<float> Embedder::embed(const std::vector<int32_t>& tokens, int norma
          "holds layers [{}, {}) of {})",
          model_.layer_range().begin, model_.layer_range().end, model_.hparams().n_layer);
   }
-  if (n == 0) fail(ErrorCategory::kInvalidArgument, "an embeddings input has no tokens");
-  if (n > max_tokens_) {
-    fail(ErrorCategory::kInvalidArgument, "an embeddings input has {} tokens, at most {} fit",
-         n, max_tokens_);
+  const auto where = [&](size_t i) {
+    return inputs.size() == 1 ? std::string() : fmt::format(" {}", i);
+  };
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const auto n = static_cast<int64_t>(inputs[i].size());
+    if (n == 0) fail(ErrorCategory::kInvalidArgument, "an embeddings input{} has no tokens", where(i));
+    if (n > max_tokens_) {
+      fail(ErrorCategory::kInvalidArgument, "an embeddings input{} has {} tokens, at most {} fit",
+           where(i), n, max_tokens_);
+    }
   }
   std::lock_guard lock(mutex_);
   if (!context_) {
     context_ = std::make_unique<Context>(
-        model_, ContextOptions{.n_ctx = max_tokens_, .n_batch = max_tokens_, .embeddings = true});
+        model_, ContextOptions{.n_ctx = batch_tokens_, .n_batch = batch_tokens_, .embeddings = true});
   }
-  context_->cache().clear();
-  batch_.clear();
-  for (int64_t i = 0; i < n; ++i) {
-    const bool first = pooling_ == Pooling::kCls || pooling_ == Pooling::kRank;
-    const bool out = pooling_ == Pooling::kMean || (pooling_ == Pooling::kLast && i + 1 == n) ||
-                     (first && i == 0);
-    batch_.add(tokens[static_cast<size_t>(i)], static_cast<int32_t>(i), {0}, out);
-  }
-  context_->decode(batch_);
   const auto width = static_cast<size_t>(context_->output_width());
-  std::vector<double> sum(width, 0.0);
-  int64_t rows = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (batch_.want_logits[static_cast<size_t>(i)] == 0) continue;
-    const std::span<const float> h = context_->logits(static_cast<size_t>(i));
-    for (size_t j = 0; j < width; ++j) sum[j] += h[j];
-    ++rows;
+  std::vector<std::vector<float>> out;
+  out.reserve(inputs.size());
+  const bool first = pooling_ == Pooling::kCls || pooling_ == Pooling::kRank;
+  for (size_t begin = 0; begin < inputs.size();) {
+    // As many inputs as one pass holds, each its own sequence.
+    size_t end = begin;
+    int64_t tokens = 0;
+    while (end < inputs.size() && end - begin < static_cast<size_t>(kMaxSequences) &&
+           tokens + static_cast<int64_t>(inputs[end].size()) <= batch_tokens_) {
+      tokens += static_cast<int64_t>(inputs[end].size());
+      ++end;
+    }
+    context_->cache().clear();
+    batch_.clear();
+    for (size_t k = begin; k < end; ++k) {
+      const std::vector<int32_t>& in = inputs[k];
+      const auto n = static_cast<int64_t>(in.size());
+      const int seq = static_cast<int>(k - begin);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool want = pooling_ == Pooling::kMean || (pooling_ == Pooling::kLast && i + 1 == n) ||
+                          (first && i == 0);
+        batch_.add(in[static_cast<size_t>(i)], static_cast<int32_t>(i), {seq}, want);
+      }
+    }
+    context_->decode(batch_);
+    size_t at = 0;  // the batch's token index
+    for (size_t k = begin; k < end; ++k) {
+      std::vector<double> sum(width, 0.0);
+      int64_t rows = 0;
+      for (size_t i = 0; i < inputs[k].size(); ++i, ++at) {
+        if (batch_.want_logits[at] == 0) continue;
+        const std::span<const float> h = context_->logits(at);
+        for (size_t j = 0; j < width; ++j) sum[j] += h[j];
+        ++rows;
+      }
+      for (double& v : sum) v /= double(rows);
+      out.push_back(pooling_ == Pooling::kRank ? score(sum) : normalize_embedding(sum, normalize));
+    }
+    begin = end;
+    if (progress) progress(begin);
   }
-  for (double& v : sum) v /= double(rows);
-  if (pooling_ != Pooling::kRank) return normalize_embedding(sum, normalize);
+  return out;
+}
+
+std::vector<float> Embedder::score(std::vector<double> x) const {
   // The classifier head on the [CLS] state (llama.cpp's rank pooling).
   if (!cls_.empty()) {
-    sum = affine(cls_, cls_b_, sum);
-    for (double& v : sum) v = std::tanh(v);
+    x = affine(cls_, cls_b_, x);
+    for (double& v : x) v = std::tanh(v);
   }
-  if (!cls_out_.empty()) sum = affine(cls_out_, cls_out_b_, sum);
-  return std::vector<float>(sum.begin(), sum.end());
+  if (!cls_out_.empty()) x = affine(cls_out_, cls_out_b_, x);
+  return std::vector<float>(x.begin(), x.end());
 }
 
 std::vector<float> normalize_embedding(std::span<const double> v, int mode) {

@@ -121,6 +121,35 @@ TEST_P(EncoderFixtureTest, PooledEmbeddingsMatchLlamaCpp) {
   std::printf("[ encoder  ] %s: worst embedding NMSE %.3g\n", GetParam().name.c_str(), worst);
 }
 
+// Several inputs a pass (each its own sequence, attending only to itself)
+// give what each gives alone: the fixture's texts 17 times over (68 inputs:
+// two passes of at most 64 sequences, and passes cut by tokens too).
+TEST_P(EncoderFixtureTest, BatchedInputsEqualEachAlone) {
+  serving::Embedder alone(*model_, serving::Pooling::kMean, 512);
+  serving::Embedder packed(*model_, serving::Pooling::kMean, 512, 400);
+  std::vector<std::vector<int32_t>> inputs;
+  for (int r = 0; r < 17; ++r) inputs.insert(inputs.end(), fixture_.ids.begin(), fixture_.ids.end());
+  std::vector<size_t> done;
+  const auto all = packed.embed_all(inputs, -1, [&](size_t n) { done.push_back(n); });
+  ASSERT_EQ(all.size(), inputs.size());
+  EXPECT_GE(done.size(), 2u);
+  EXPECT_EQ(done.back(), inputs.size());
+  for (size_t i = 0; i < fixture_.ids.size(); ++i) {
+    const std::vector<float> one = alone.embed(fixture_.ids[i], -1);
+    for (size_t k = i; k < inputs.size(); k += fixture_.ids.size()) {
+      for (size_t j = 0; j < one.size(); ++j) ASSERT_NEAR(all[k][j], one[j], 1e-5) << "input " << k;
+    }
+  }
+  // An input too long, or empty, is named before anything runs.
+  std::vector<std::vector<int32_t>> bad = {fixture_.ids[0], std::vector<int32_t>(513, 1037)};
+  try {
+    packed.embed_all(bad);
+    FAIL() << "embedded 513 tokens";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 1 has 513 tokens"), std::string::npos) << e.what();
+  }
+}
+
 // An encoder gives no next-token logits: generation is refused, named.
 TEST_P(EncoderFixtureTest, GenerationIsRefused) {
   Session s(*model_);

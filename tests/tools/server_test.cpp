@@ -208,7 +208,9 @@ TEST_F(ServerTest, EmbeddingsAreUnitVectorsPerInput) {
   ASSERT_EQ(two["data"].size(), 2u);
   EXPECT_EQ(two["data"][1]["index"], 1);
   const std::vector<float> again = two["data"][0]["embedding"], other = two["data"][1]["embedding"];
-  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(again[i], v[i], 1e-6);
+  // Two inputs share one pass (the matmuls then take the kernels of more
+  // columns, which round differently): the same vector within 1e-4 (seen 9e-6).
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_NEAR(again[i], v[i], 1e-4);
   EXPECT_NE(other, v);
   // base64: the same floats, little-endian.
   const json b = post(*server_, "/v1/embeddings",

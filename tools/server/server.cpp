@@ -131,7 +131,7 @@ struct Server::Impl {
     }
     const RerankRequest r = parse_rerank(body(req, Endpoint::kRerank), *tokenizer);
     std::vector<float> scores;
-    for (const std::vector<TokenId>& input : r.inputs) scores.push_back(embedder->embed(input).at(0));
+    for (const std::vector<float>& v : embedder->embed_all(r.inputs)) scores.push_back(v.at(0));
     send_json(res, rerank_response(r, scores, options.model_name));
   }
 
@@ -141,8 +141,7 @@ struct Server::Impl {
       throw HttpError(501, "this server ranks (--rerank): use /v1/rerank, or start it without --rerank");
     }
     const EmbeddingRequest e = parse_embeddings(body(req, Endpoint::kEmbeddings), *tokenizer);
-    std::vector<std::vector<float>> vectors;
-    for (const std::vector<TokenId>& input : e.inputs) vectors.push_back(embedder->embed(input));
+    const std::vector<std::vector<float>> vectors = embedder->embed_all(e.inputs);
     send_json(res, embeddings_response(e, vectors, options.model_name));
   }
 

@@ -58,6 +58,7 @@ Runner add_embed(CLI::App& app) {
     std::string prompt, file, pooling, format, separator = "\n";
     int normalize = 2;
     int64_t n_ctx = 0;
+    int64_t n_batch = 2048;
   };
   auto f = std::make_shared<Flags>();
   CLI::App* cmd = app.add_subcommand(
@@ -80,6 +81,9 @@ Runner add_embed(CLI::App& app) {
   cmd->add_option("-c,--ctx-size", f->n_ctx,
                   "Most tokens in one text (default: the model's training context, at most 8192)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  cmd->add_option("-b,--batch-size", f->n_batch, "Tokens per pass: texts are packed into passes, each its own sequence")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   return [f, p, file]() {
     if (p->count() == 0 && file->count() == 0) {
       fail(ErrorCategory::kInvalidArgument, "[embed] give the texts with -p TEXT or -f FILE");
@@ -92,25 +96,28 @@ Runner add_embed(CLI::App& app) {
     const int64_t n_ctx = f->n_ctx > 0 ? f->n_ctx : std::min<int64_t>(model.hparams().n_ctx_train, 8192);
     const serving::Pooling pooling =
         f->pooling.empty() ? serving::model_pooling(model) : serving::pooling_from_name(f->pooling);
-    serving::Embedder embedder(model, pooling, n_ctx);
+    serving::Embedder embedder(model, pooling, n_ctx, f->n_batch);
     const bool progress = texts.size() > 1 && isatty(STDERR_FILENO) != 0;
-    std::vector<std::vector<float>> vectors;
-    vectors.reserve(texts.size());
+    std::vector<std::vector<int32_t>> inputs;
+    inputs.reserve(texts.size());
     int64_t tokens = 0;
-    const auto t0 = std::chrono::steady_clock::now();
     for (size_t i = 0; i < texts.size(); ++i) {
-      const std::vector<TokenId> ids = lm.tokenizer.tokenize(texts[i], /*add_special=*/true);
-      tokens += static_cast<int64_t>(ids.size());
-      try {
-        vectors.push_back(embedder.embed(ids, f->normalize));
-      } catch (const Error& e) {
-        fail(e.category(), "[embed] text {} of {}: {}", i + 1, texts.size(), e.what());
+      inputs.push_back(lm.tokenizer.tokenize(texts[i], /*add_special=*/true));
+      tokens += static_cast<int64_t>(inputs.back().size());
+      if (static_cast<int64_t>(inputs.back().size()) > n_ctx) {
+        fail(ErrorCategory::kInvalidArgument, "[embed] text {} of {}: {} tokens, at most -c {} fit", i + 1,
+             texts.size(), inputs.back().size(), n_ctx);
       }
-      if (progress) fmt::print(stderr, "\rembed: {} of {} texts", i + 1, texts.size());
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<std::vector<float>> vectors =
+        embedder.embed_all(inputs, f->normalize, [&](size_t done) {
+          if (progress) fmt::print(stderr, "\rembed: {} of {} texts", done, texts.size());
+        });
     if (progress) fmt::print(stderr, "\n");
-    fmt::print(stderr, "embed: {} texts, {} tokens, {} pooling, in {:.2f} ms\n", texts.size(), tokens,
-               serving::pooling_name(pooling), ms_since(t0));
+    const double ms = ms_since(t0);
+    fmt::print(stderr, "embed: {} texts, {} tokens, {} pooling, in {:.2f} ms ({:.1f} tokens/s)\n", texts.size(),
+               tokens, serving::pooling_name(pooling), ms, ms > 0 ? 1000.0 * double(tokens) / ms : 0.0);
     if (f->format == "json") {
       nlohmann::ordered_json out = {{"object", "list"}, {"data", nlohmann::ordered_json::array()}};
       for (size_t i = 0; i < vectors.size(); ++i) {

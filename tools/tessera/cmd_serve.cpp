@@ -55,7 +55,8 @@ struct Loaded {
                    .pipeline = model.pipeline.get()}),
         embedder(*model.model, pooling_of(o, *model.model),
                  model.model->is_encoder() ? std::min<int64_t>(model.model->hparams().n_ctx_train, 8192)
-                                           : generator.slot_ctx()) {}
+                                           : generator.slot_ctx(),
+                 model.model->is_encoder() ? 2048 : 0) {}  // an encoder packs inputs into passes
   // --rerank ranks (the model's head); else --pooling, else the file's
   // pooling_type, whose rank (a reranker's file) embeds as cls.
   static serving::Pooling pooling_of(const ServeFlags& o, const Model& m) {

@@ -4,6 +4,7 @@
 // time, beside the generator's slots.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -41,13 +42,23 @@ std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view 
 class Embedder {
  public:
   // With kRank, the model's classifier head (cls / cls.output) is read here:
-  // a model without one is Error(kUnsupported).
-  Embedder(const Model& model, Pooling pooling, int64_t max_tokens);
+  // a model without one is Error(kUnsupported). Inputs of at most
+  // max_tokens each; embed_all packs several into one pass of up to
+  // max(max_tokens, batch_tokens) tokens.
+  Embedder(const Model& model, Pooling pooling, int64_t max_tokens, int64_t batch_tokens = 0);
   // One vector of n_embd floats, normalized as normalize_embedding does with
   // `normalize` (default L2); with kRank the head's n_cls_out scores, as
   // they are. Throws Error(kInvalidArgument) for an empty input or one
   // longer than max_tokens().
   std::vector<float> embed(const std::vector<int32_t>& tokens, int normalize = 2);
+  // embed() of each input, several inputs a pass (each its own sequence:
+  // up to 64, and as many tokens as a pass holds), in order; `progress`
+  // (nullable) hears the count done after each pass. An input that is
+  // empty or too long is Error(kInvalidArgument) naming its index, before
+  // anything runs.
+  std::vector<std::vector<float>> embed_all(const std::vector<std::vector<int32_t>>& inputs,
+                                            int normalize = 2,
+                                            const std::function<void(size_t done)>& progress = {});
   int64_t max_tokens() const { return max_tokens_; }
   Pooling pooling() const { return pooling_; }
 
@@ -55,9 +66,12 @@ class Embedder {
   const Model& model_;
   Pooling pooling_;
   int64_t max_tokens_;
+  int64_t batch_tokens_;
   std::mutex mutex_;
   std::unique_ptr<Context> context_;
   Batch batch_;
+  // kRank: the head's scores of a pooled state.
+  std::vector<float> score(std::vector<double> x) const;
   // kRank: the classifier head as f32, row-major [out][in]; empty when absent.
   std::vector<float> cls_, cls_b_, cls_out_, cls_out_b_;
 };
