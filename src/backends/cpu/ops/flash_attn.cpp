@@ -195,20 +195,30 @@ struct FastState {
         mp[i] += k0;
       }
     }
-    a.k = row_ptr(k, k0, *hk, *b / batch_group);
-    a.v = row_ptr(v, k0, *hk, *b / batch_group);
     a.n_kv = k1 - k0;
+    int64_t begin = 0;
     if (mask) {
-      // Keys past the last one any row may see add nothing: a cache read in
-      // buckets of rows has a masked tail.
+      // Keys no row may see add nothing: a cache read in buckets of rows has
+      // a masked tail, and in a batch of several sequences (an encoder's
+      // documents) a token sees only its own sequence's run of cells.
+      constexpr float kMasked = -std::numeric_limits<float>::infinity();
       int64_t end = 0;
       for (int64_t i = 0; i < group; ++i) {
         int64_t e = a.n_kv;
-        while (e > end && mp[i][e - 1] == -std::numeric_limits<float>::infinity()) --e;
+        while (e > end && mp[i][e - 1] == kMasked) --e;
         end = std::max(end, e);
       }
-      a.n_kv = end;
+      begin = end;
+      for (int64_t i = 0; i < group; ++i) {
+        int64_t f = 0;
+        while (f < begin && mp[i][f] == kMasked) ++f;
+        begin = std::min(begin, f);
+      }
+      for (int64_t i = 0; i < group; ++i) mp[i] += begin;
+      a.n_kv = end - begin;
     }
+    a.k = row_ptr(k, k0 + begin, *hk, *b / batch_group);
+    a.v = row_ptr(v, k0 + begin, *hk, *b / batch_group);
   }
 };
 
