@@ -1,7 +1,7 @@
 // The SIMD tiers' row kernels against double-precision references: rms_norm
 // on lengths with and without vector tails, in place and out of place;
 // exp_sum (SOFT_MAX's exponentials) to 1e-6 relative, with -inf giving 0 and
-// NaN staying NaN; silu_mul (SWIGLU) to 1e-6 relative over the sigmoid's range.
+// NaN staying NaN; silu_mul (SWIGLU) and gelu to 1e-6 relative over the sigmoid's range.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -101,6 +101,36 @@ TEST_P(RowKernelTest, SiluMulMatchesDoubleReference) {
   std::vector<float> g(20, 1.0f), u(20, 1.0f), y(20);
   g[3] = g[17] = std::numeric_limits<float>::quiet_NaN();
   kernels().silu_mul(g.data(), u.data(), y.data(), 20);
+  EXPECT_TRUE(std::isnan(y[3]));
+  EXPECT_TRUE(std::isnan(y[17]));
+}
+
+// GELU (the tanh form) over its whole range: |x| up to 100, where exp(-2z)
+// overflows or vanishes, in place too; NaN stays NaN.
+TEST_P(RowKernelTest, GeluMatchesDoubleReference) {
+  std::mt19937 rng(seed_);
+  std::uniform_real_distribution<float> wide(-100.0f, 100.0f), narrow(-6.0f, 6.0f);
+  for (const int64_t n : {1, 7, 16, 17, 100, 3072}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? wide(rng) : narrow(rng);
+    std::vector<float> y(static_cast<size_t>(n) + 1, 123.0f), inplace = x;
+    kernels().gelu(x.data(), y.data(), n);
+    kernels().gelu(inplace.data(), inplace.data(), n);
+    EXPECT_EQ(y[static_cast<size_t>(n)], 123.0f) << "wrote past the row";
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double v = x[i];
+      const double z2 = 2.0 * 0.7978845608028654 * v * (1.0 + 0.044715 * v * v);
+      const double want = v / (1.0 + std::exp(-z2));
+      // 2z rounded in f32 (a few ulp, 2^-23 each) is an error exp multiplies
+      // by |2z|: the scalar formula carries it too.
+      const double tol = (1e-6 + 4 * 0x1p-23 * std::fabs(z2)) * std::fabs(want) + 1e-30;
+      ASSERT_NEAR(y[i], want, tol) << "x " << x[i] << " n " << n << " at " << i << " seed " << seed_;
+      ASSERT_EQ(inplace[i], y[i]);
+    }
+  }
+  std::vector<float> x(20, 1.0f), y(20);
+  x[3] = x[17] = std::numeric_limits<float>::quiet_NaN();
+  kernels().gelu(x.data(), y.data(), 20);
   EXPECT_TRUE(std::isnan(y[3]));
   EXPECT_TRUE(std::isnan(y[17]));
 }

@@ -201,6 +201,10 @@ struct Kernels {
   // SWIGLU of contiguous f32 rows: y = silu(g) * u (y may be g or u), to a
   // few ulp of the scalar formula; null: the scalar formula.
   void (*silu_mul)(const float* g, const float* u, float* y, int64_t n) = nullptr;
+  // GELU of a contiguous f32 row (y may be x), the tanh form as the ops'
+  // scalar gelu writes it (x / (1 + exp(-2z))), to a few ulp of it; null:
+  // the scalar formula.
+  void (*gelu)(const float* x, float* y, int64_t n) = nullptr;
 };
 
 // The table of `isa` (every tier is always built; the caller checks that this

@@ -61,7 +61,12 @@ void apply_unary(Tensor& node, const OpContext& ctx) {
   const float p = params.param;
   switch (params.op) {
     case UnaryOp::kGelu:
-      apply(node, ctx, gelu);
+      if (ctx.kernels != nullptr && ctx.kernels->gelu != nullptr) {  // a SIMD tier (kernels.h)
+        const int64_t n = node.ne[0];
+        map_rows(node, ctx, [&](const RowIndex&, const float* x, float* d) { ctx.kernels->gelu(x, d, n); });
+      } else {
+        apply(node, ctx, gelu);
+      }
       break;
     case UnaryOp::kGeluQuick:
       apply(node, ctx, gelu_quick);

@@ -2,6 +2,7 @@
 // row: the sum of squares in 4 f32 vector accumulators (FMA), then
 // y = x / sqrt(mean + eps). SOFT_MAX's exponentials: y = exp(x - max) with
 // attn.h's polynomial (NaN kept), returning the sum. SWIGLU's silu(g) * u.
+// GELU (the tanh form).
 // Include after the tier's vec.h; internal linkage per tier.
 #pragma once
 
@@ -81,6 +82,30 @@ void silu_mul_row(const float* g, const float* u, float* y, int64_t n) {
     std::memcpy(y + i, &v, sizeof(v));
   }
   for (; i < n; ++i) y[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+// GELU's tanh form of one row: y = x / (1 + exp(-2z)), z = sqrt(2/pi) (x +
+// 0.044715 x^3), as ops/map.cpp's scalar gelu; exp(-2z) by attn.h's
+// polynomial with 2z held to at least -88 (so a very negative x gives -0,
+// as the scalar does, not NaN). NaN x stays NaN.
+template <class V>
+void gelu_row(const float* x, float* y, int64_t n) {
+  using F = typename V::F;
+  constexpr int64_t L = V::kLanes;
+  const F one = V::set1(1.0f), lim = V::set1(-88.0f), k2 = V::set1(2.0f * 0.7978845608028654f),
+          c = V::set1(0.044715f);
+  int64_t i = 0;
+  for (; i + L <= n; i += L) {
+    const F v = V::load(x + i);
+    const F z2 = V::mul(V::mul(k2, v), V::fma(V::mul(c, v), v, one));
+    const F e = Attn<V>::exp_neg(V::sub(V::zero(), V::max(z2, lim)));
+    const F r = V::keep_nan(V::div(v, V::add(one, e)), v);
+    std::memcpy(y + i, &r, sizeof(r));
+  }
+  for (; i < n; ++i) {
+    const float v = x[i];
+    y[i] = v / (1.0f + std::exp(-2.0f * 0.7978845608028654f * v * (1.0f + 0.044715f * v * v)));
+  }
 }
 
 }  // namespace

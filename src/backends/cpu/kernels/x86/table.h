@@ -81,6 +81,7 @@ struct X86Table {
         .rms_norm = rms_norm_row<V>,
         .exp_sum = exp_sum_row<V>,
         .silu_mul = silu_mul_row<V>,
+        .gelu = gelu_row<V>,
     };
   }
 };
