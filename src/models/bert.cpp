@@ -4,6 +4,10 @@
 // every projection), residual, LayerNorm, a GELU FFN with biases, residual,
 // LayerNorm (post-norm). No output head: the graph gives the last hidden
 // state of the rows asked for, which the serving core pools (mean, CLS, ...).
+//
+// nomic-bert (nomic-embed-text v1 / v1.5): the same blocks with NeoX RoPE
+// instead of position embeddings, q/k/v as one fused projection, and a
+// SwiGLU FFN (ffn_gate, ffn_up, ffn_down); biases where the file has them.
 #include "declare.h"
 #include "layers.h"
 #include "tessera/core/error.h"
@@ -29,10 +33,16 @@ void read_hparams(const gguf::File& file, Hparams& hp) {
   }
 }
 
+void read_nomic_hparams(const gguf::File& file, Hparams& hp) {
+  read_hparams(file, hp);
+  hp.rope_mode = ops::RopeMode::kNeox;
+}
+
 void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
+  const bool nomic = hp.architecture == "nomic-bert";
   w.token_embd = t.take("token_embd.weight", {hp.n_embd, hp.n_vocab});
   w.token_types = t.take("token_types.weight", {hp.n_embd, hp.n_token_types}, false);
-  w.position_embd = t.take("position_embd.weight", {hp.n_embd, hp.n_ctx_train});
+  if (!nomic) w.position_embd = t.take("position_embd.weight", {hp.n_embd, hp.n_ctx_train});
   w.token_embd_norm = t.take("token_embd_norm.weight", {hp.n_embd});
   w.token_embd_norm_b = t.take("token_embd_norm.bias", {hp.n_embd});
   // A reranker's classifier (rank pooling); embedding models have none.
@@ -42,14 +52,19 @@ void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
   w.cls_out_b = t.take("cls.output.bias", {hp.n_cls_out}, false);
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     LayerWeights& l = w.layers.emplace_back();
-    l.wq = t.layer(il, "attn_q", {hp.n_embd, hp.n_embd_q()});
-    l.wk = t.layer(il, "attn_k", {hp.n_embd, hp.n_embd_kv()});
-    l.wv = t.layer(il, "attn_v", {hp.n_embd, hp.n_embd_kv()});
-    models::declare_qkv_biases(t, hp, il, l);
+    if (nomic) {  // one fused projection, q rows then k then v
+      l.wqkv = t.layer(il, "attn_qkv", {hp.n_embd, hp.n_embd_q() + 2 * hp.n_embd_kv()});
+    } else {
+      l.wq = t.layer(il, "attn_q", {hp.n_embd, hp.n_embd_q()});
+      l.wk = t.layer(il, "attn_k", {hp.n_embd, hp.n_embd_kv()});
+      l.wv = t.layer(il, "attn_v", {hp.n_embd, hp.n_embd_kv()});
+      models::declare_qkv_biases(t, hp, il, l);
+    }
     l.wo = t.layer(il, "attn_output", {hp.n_embd_q(), hp.n_embd});
     l.bo = t.layer_bias(il, "attn_output", {hp.n_embd}, false);
     l.attn_out_norm = t.layer(il, "attn_output_norm", {hp.n_embd});
     l.attn_out_norm_b = t.layer_bias(il, "attn_output_norm", {hp.n_embd});
+    if (nomic) l.ffn_gate = t.layer(il, "ffn_gate", {hp.n_embd, hp.n_ff});
     l.ffn_up = t.layer(il, "ffn_up", {hp.n_embd, hp.n_ff});
     l.ffn_up_b = t.layer_bias(il, "ffn_up", {hp.n_ff}, false);
     l.ffn_down = t.layer(il, "ffn_down", {hp.n_ff, hp.n_embd});
@@ -82,19 +97,44 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
   if (w.token_types != nullptr) {
     x = ops::add(g, x, ops::view(g, w.token_types, {hp.n_embd}, {}, 0));
   }
-  x = ops::add(g, ops::get_rows(g, w.position_embd, in.positions), x);
+  if (w.position_embd != nullptr) x = ops::add(g, ops::get_rows(g, w.position_embd, in.positions), x);
   x = layers::layer_norm(g, x, w.token_embd_norm, w.token_embd_norm_b, hp.norm_eps);
   for (const size_t il : layers::held_layers(model)) {
     const LayerWeights& l = model.layers()[il];
-    Tensor* q = ops::reshape(g, project(g, l.wq, x, l.bq), {d, hp.n_head, n});
-    Tensor* k = ops::reshape(g, project(g, l.wk, x, l.bk), {d, hp.n_head_kv, n});
-    Tensor* v = ops::reshape(g, project(g, l.wv, x, l.bv), {d, hp.n_head_kv, n});
+    Tensor *q, *k, *v;
+    if (l.wqkv != nullptr) {
+      Tensor* qkv = ops::mul_mat(g, l.wqkv, x);  // [n_embd_q + 2 n_embd_kv, n]
+      const size_t f = sizeof(float), row = qkv->nb[1];
+      q = ops::view(g, qkv, {d, hp.n_head, n}, {d * f, row}, 0);
+      k = ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, hp.n_embd_q() * f);
+      v = ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, (hp.n_embd_q() + hp.n_embd_kv()) * f);
+    } else {
+      q = ops::reshape(g, project(g, l.wq, x, l.bq), {d, hp.n_head, n});
+      k = ops::reshape(g, project(g, l.wk, x, l.bk), {d, hp.n_head_kv, n});
+      v = ops::reshape(g, project(g, l.wv, x, l.bv), {d, hp.n_head_kv, n});
+    }
+    if (w.position_embd == nullptr) {  // nomic-bert: positions by RoPE
+      const ops::RopeParams rope = layers::rope_params(hp, static_cast<int64_t>(il));
+      q = ops::rope(g, q, in.positions, nullptr, rope);
+      k = ops::rope(g, k, in.positions, nullptr, rope);
+    }
     Tensor* attn = layers::attention(g, hp, in, il, q, k, v, hp.kq_scale());
     x = layers::layer_norm(g, ops::add(g, project(g, l.wo, attn, l.bo), x), l.attn_out_norm,
                            l.attn_out_norm_b, hp.norm_eps);
-    Tensor* up = ops::unary(g, project(g, l.ffn_up, x, l.ffn_up_b), UnaryOp::kGelu);
-    x = layers::layer_norm(g, ops::add(g, project(g, l.ffn_down, up, l.ffn_down_b), x),
-                           l.layer_out_norm, l.layer_out_norm_b, hp.norm_eps);
+    Tensor* f;
+    if (hp.architecture == "nomic-bert" && l.ffn_up_b == nullptr) {
+      // SwiGLU; gate and up may have been fused at load (Model::fuse_projections).
+      f = layers::swiglu_ffn(g, x, l.ffn_gate, l.ffn_up, l.ffn_down);
+      if (l.ffn_down_b != nullptr) f = ops::add(g, f, l.ffn_down_b);
+    } else if (l.ffn_gate != nullptr) {  // SwiGLU with an up bias (never fused)
+      f = project(g, l.ffn_down,
+                  ops::swiglu(g, project(g, l.ffn_gate, x, nullptr), project(g, l.ffn_up, x, l.ffn_up_b)),
+                  l.ffn_down_b);
+    } else {
+      f = project(g, l.ffn_down, ops::unary(g, project(g, l.ffn_up, x, l.ffn_up_b), UnaryOp::kGelu),
+                  l.ffn_down_b);
+    }
+    x = layers::layer_norm(g, ops::add(g, f, x), l.layer_out_norm, l.layer_out_norm_b, hp.norm_eps);
   }
   Tensor* out = ops::get_rows(g, x, in.out_ids);  // [n_embd, n_out]
   out->flags |= kFlagOutput;
@@ -108,6 +148,13 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
 extern const Architecture kBertArchitecture{
     .name = "bert",
     .read_hparams = read_hparams,
+    .declare_tensors = declare_tensors,
+    .build_graph = build_graph,
+};
+
+extern const Architecture kNomicBertArchitecture{
+    .name = "nomic-bert",
+    .read_hparams = read_nomic_hparams,
     .declare_tensors = declare_tensors,
     .build_graph = build_graph,
 };

@@ -193,7 +193,7 @@ void Model::fuse_projections(LayerWeights& l, int64_t il) {
     l.wqkv = fuse({l.wq, l.wk, l.wv}, "attn_qkv");
     l.wq = l.wk = l.wv = nullptr;
   }
-  if (same({l.ffn_gate, l.ffn_up})) {
+  if (same({l.ffn_gate, l.ffn_up}) && l.ffn_up_b == nullptr) {  // (a bias is of up's rows alone)
     l.ffn_up = fuse({l.ffn_gate, l.ffn_up}, "ffn_gate_up");
     l.ffn_gate = nullptr;
   }

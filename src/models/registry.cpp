@@ -17,6 +17,7 @@ extern const Architecture kQwen2MoeArchitecture;
 extern const Architecture kGptOssArchitecture;
 extern const Architecture kOlmoeArchitecture;
 extern const Architecture kBertArchitecture;
+extern const Architecture kNomicBertArchitecture;
 
 namespace {
 
@@ -24,7 +25,8 @@ constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
                                        &kQwen3Architecture, &kGemma3Architecture,
                                        &kPhi3Architecture, &kQwen3MoeArchitecture,
                                        &kQwen2MoeArchitecture, &kGptOssArchitecture,
-                                       &kOlmoeArchitecture, &kBertArchitecture};
+                                       &kOlmoeArchitecture, &kBertArchitecture,
+                                       &kNomicBertArchitecture};
 
 }  // namespace
 

@@ -47,6 +47,9 @@ constexpr SynthShape kShapes[] = {
     // Rerankers: bge-reranker-base's BERT layout with its one-label head, and a fixture's.
     {"bge-reranker-base", 768, 12, 12, 12, 3072, 0, 512, 10000.0f, true, "bert", 0, 0, 0, 0, 0, 0.0f, 0, true},
     {"bert-tiny-rerank", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "bert", 0, 0, 0, 0, 0, 0.0f, 0, true},
+    // nomic-embed-text-v1.5 as published (RoPE base 1000, SwiGLU), and a fixture's.
+    {"nomic-embed-text-v1.5", 768, 12, 12, 12, 3072, 0, 2048, 1000.0f, true, "nomic-bert"},
+    {"nomic-bert-tiny", 32, 2, 4, 4, 64, 0, 2048, 1000.0f, true, "nomic-bert"},  // fixtures
 };
 
 uint64_t splitmix64(uint64_t& s) {
@@ -93,25 +96,32 @@ bool is_moe(const SynthShape& s) {
 // bert: llama.cpp's BERT layout (token types, absolute positions,
 // post-norm LayerNorms with biases, biases on every projection).
 std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab) {
+  const bool nomic = s.arch == "nomic-bert";
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
   t.push_back({"token_types.weight", {s.n_embd, 2}, Fill::kF32Weights});
-  t.push_back({"position_embd.weight", {s.n_embd, s.n_ctx}, Fill::kWeights});
+  if (!nomic) t.push_back({"position_embd.weight", {s.n_embd, s.n_ctx}, Fill::kWeights});
   t.push_back({"token_embd_norm.weight", {s.n_embd}, Fill::kNorm});
   t.push_back({"token_embd_norm.bias", {s.n_embd}, Fill::kF32Weights});
   for (int64_t i = 0; i < s.n_layer; ++i) {
     auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
     auto b = [i](const char* what) { return fmt::format("blk.{}.{}.bias", i, what); };
-    for (const char* p : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
-      t.push_back({n(p), {s.n_embd, s.n_embd}, Fill::kWeights});
-      t.push_back({b(p), {s.n_embd}, Fill::kF32Weights});
+    if (nomic) {  // nomic-bert: fused q/k/v, SwiGLU, no biases on the projections
+      t.push_back({n("attn_qkv"), {s.n_embd, 3 * s.n_embd}, Fill::kWeights});
+      t.push_back({n("attn_output"), {s.n_embd, s.n_embd}, Fill::kWeights});
+    } else {
+      for (const char* p : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+        t.push_back({n(p), {s.n_embd, s.n_embd}, Fill::kWeights});
+        t.push_back({b(p), {s.n_embd}, Fill::kF32Weights});
+      }
     }
     t.push_back({n("attn_output_norm"), {s.n_embd}, Fill::kNorm});
     t.push_back({b("attn_output_norm"), {s.n_embd}, Fill::kF32Weights});
+    if (nomic) t.push_back({n("ffn_gate"), {s.n_embd, s.n_ff}, Fill::kWeights});
     t.push_back({n("ffn_up"), {s.n_embd, s.n_ff}, Fill::kWeights});
-    t.push_back({b("ffn_up"), {s.n_ff}, Fill::kF32Weights});
+    if (!nomic) t.push_back({b("ffn_up"), {s.n_ff}, Fill::kF32Weights});
     t.push_back({n("ffn_down"), {s.n_ff, s.n_embd}, Fill::kWeights});
-    t.push_back({b("ffn_down"), {s.n_embd}, Fill::kF32Weights});
+    if (!nomic) t.push_back({b("ffn_down"), {s.n_embd}, Fill::kF32Weights});
     t.push_back({n("layer_output_norm"), {s.n_embd}, Fill::kNorm});
     t.push_back({b("layer_output_norm"), {s.n_embd}, Fill::kF32Weights});
   }
@@ -125,7 +135,7 @@ std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab) {
 }
 
 std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
-  if (s.arch == "bert") return bert_tensors_of(s, n_vocab);
+  if (s.arch == "bert" || s.arch == "nomic-bert") return bert_tensors_of(s, n_vocab);
   const int64_t head = head_dim(s), q = head * s.n_head, kv = head * s.n_head_kv;
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
@@ -201,12 +211,13 @@ uint64_t tensor_bytes(const TensorSpec& t, DType type) {
 void check_options(const SynthOptions& o) {
   const SynthShape& s = o.shape;
   if (s.arch != "llama" && s.arch != "qwen3moe" && s.arch != "qwen2moe" && s.arch != "gpt-oss" &&
-      s.arch != "olmoe" && s.arch != "bert") {
+      s.arch != "olmoe" && s.arch != "bert" && s.arch != "nomic-bert") {
     fail(ErrorCategory::kInvalidArgument,
-         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe, qwen2moe, gpt-oss, olmoe or bert",
+         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe, qwen2moe, gpt-oss, olmoe, bert "
+         "or nomic-bert",
          s.name, s.arch);
   }
-  if (s.arch != "llama" && s.arch != "bert" && s.n_expert == 0) {
+  if (s.arch != "llama" && s.arch != "bert" && s.arch != "nomic-bert" && s.n_expert == 0) {
     fail(ErrorCategory::kInvalidArgument, "[synth] shape '{}': a {} shape needs experts", s.name, s.arch);
   }
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
@@ -347,21 +358,21 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
   w.set_u32(key("feed_forward_length"), static_cast<uint32_t>(s.n_ff));
   w.set_u32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
   w.set_u32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
-  if (s.arch == "bert") {  // an encoder: LayerNorms, both directions, mean pooling
+  const bool encoder = s.arch == "bert" || s.arch == "nomic-bert";
+  if (encoder) {  // LayerNorms, both directions, mean pooling
     w.set_f32(key("attention.layer_norm_epsilon"), 1e-12f);
     w.set_bool(key("attention.causal"), false);
     w.set_u32(key("pooling_type"), s.rerank ? 4 : 1);  // rank or mean
     if (s.rerank) w.set_array_strings(key("classifier.output_labels"), std::vector<std::string>{"LABEL_0"});
-  } else {
-    w.set_f32(key("rope.freq_base"), s.rope_base);
   }
+  if (s.arch != "bert") w.set_f32(key("rope.freq_base"), s.rope_base);
   if (s.arch == "qwen3moe" || s.arch == "gpt-oss") {
     w.set_u32(key("attention.key_length"), static_cast<uint32_t>(head_dim(s)));
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(head_dim(s)));
   } else if (s.arch != "bert") {
     w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim(s)));
   }
-  if (s.arch != "bert") {
+  if (!encoder) {
     w.set_f32(key("attention.layer_norm_rms_epsilon"), s.arch == "llama" || s.arch == "gpt-oss" ? 1e-5f : 1e-6f);
   }
   if (is_moe(s)) {
