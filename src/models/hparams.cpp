@@ -151,8 +151,8 @@ Hparams read_hparams(const gguf::File& file) {
                                  std::pair{"attention.layer_norm_epsilon", ln_eps}}) {
     if (eps && (*eps <= 0 || *eps > 1)) r.bad(key, fmt::format("{}", *eps), "in (0, 1]");
   }
-  hp.norm_rms_eps = rms_eps.value_or(*ln_eps);
-  hp.norm_eps = ln_eps.value_or(*rms_eps);
+  hp.norm_rms_eps = rms_eps ? *rms_eps : *ln_eps;  // (value_or would read the other one eagerly)
+  hp.norm_eps = ln_eps ? *ln_eps : *rms_eps;
   if (const gguf::Value* v = r.find("attention.causal")) hp.causal = v->boolean();
   read_experts(r, hp);
   if (architecture.read_hparams != nullptr) architecture.read_hparams(file, hp);
