@@ -135,6 +135,14 @@ export interface ParallelStatus {
   }>;
 }
 
+export interface RerankParams {
+  normalize?: number;  // 0 (default): the classifier's scores; 1: through a sigmoid
+}
+export interface RerankResult {
+  score: number;
+  index: number;  // in `documents`
+}
+
 export declare class LlamaParallelAPI {
   enable(options?: { n_parallel?: number }): Promise<boolean>;
   disable(): Promise<boolean>;
@@ -142,6 +150,8 @@ export declare class LlamaParallelAPI {
     { requestId: number; promise: Promise<LlamaCompletionResult>; stop: () => boolean };
   queueEmbedding(text: string, params?: { embd_normalize?: number }):
     { requestId: number; promise: Promise<{ embedding: Float32Array }> };
+  queueRerank(query: string, documents: string[], params?: RerankParams):
+    { requestId: number; promise: Promise<RerankResult[]> };
   cancelRequest(requestId: number): boolean;
   getParallelStatus(): ParallelStatus;
 }
@@ -154,6 +164,8 @@ export declare class LlamaContext {
   tokenize(text: string): Promise<{ tokens: Int32Array; has_media: boolean }>;
   detokenize(tokens: number[] | Int32Array): Promise<string>;
   embedding(text: string, params?: { embd_normalize?: number }): Promise<{ embedding: Float32Array }>;
+  // A reranker's scores of each document against the query, best first.
+  rerank(query: string, documents: string[], params?: RerankParams): Promise<RerankResult[]>;
   getFormattedChat(messages: ChatMessage[], template?: string): Promise<{ prompt: string; type: string }>;
   getModelInfo(): ModelInfo;
   saveSession(path: string): Promise<{ tokens_saved: number }>;

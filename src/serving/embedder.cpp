@@ -90,8 +90,11 @@ std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view 
 }
 
 Embedder::Embedder(const Model& model, Pooling pooling, int64_t max_tokens, int64_t batch_tokens)
-    : model_(model), pooling_(pooling), max_tokens_(max_tokens),
-      batch_tokens_(std::max(max_tokens, batch_tokens)) {
+    : model_(model), pooling_(pooling),
+      // Learned absolute positions (bert) end at the training context.
+      max_tokens_(model.weights().position_embd != nullptr ? std::min(max_tokens, model.hparams().n_ctx_train)
+                                                           : max_tokens),
+      batch_tokens_(std::max(max_tokens_, batch_tokens)) {
   if (pooling_ != Pooling::kRank) return;
   const Weights& w = model.weights();
   if (w.cls == nullptr && w.cls_out == nullptr) {

@@ -100,6 +100,9 @@ TEST_P(EncoderFixtureTest, PooledEmbeddingsMatchLlamaCpp) {
   ASSERT_EQ(fixture_.pooling, 1);  // mean
   EXPECT_EQ(serving::model_pooling(*model_), serving::Pooling::kMean);
   serving::Embedder embedder(*model_, serving::Pooling::kMean, 512);
+  // Learned positions end at the training context (bert's 512); RoPE's do not.
+  EXPECT_EQ(serving::Embedder(*model_, serving::Pooling::kMean, 4096).max_tokens(),
+            model_->weights().position_embd != nullptr ? 512 : 4096);
   const auto n = static_cast<size_t>(fixture_.n_embd);
   double worst = 0;
   for (size_t t = 0; t < fixture_.texts.size(); ++t) {

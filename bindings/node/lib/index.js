@@ -63,6 +63,12 @@ class LlamaParallelAPI {
     return { requestId, promise };
   }
 
+  queueRerank(query, documents, params) {
+    const requestId = nextRequestId++;
+    const promise = this._context.rerank(query, documents, params);
+    return { requestId, promise };
+  }
+
   cancelRequest(requestId) {
     const cancel = this._queued.get(requestId);
     if (cancel) cancel();
@@ -120,6 +126,9 @@ class LlamaContext {
   async tokenize(text) { return this._native ? this._native.tokenize(text) : released(); }
   async detokenize(tokens) { return this._native ? this._native.detokenize(Array.from(tokens ?? [])) : released(); }
   async embedding(text, params) { return this._native ? this._native.embedding(text, params ?? {}) : released(); }
+  async rerank(query, documents, params) {
+    return this._native ? this._native.rerank(query, documents, params ?? {}) : released();
+  }
 
   async getFormattedChat(messages, template) {
     if (!this._native) return released();

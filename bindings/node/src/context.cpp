@@ -1,5 +1,8 @@
 #include "context.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "convert.h"
@@ -18,6 +21,7 @@ Napi::Function NativeContext::define(Napi::Env env) {
                       InstanceMethod("tokenize", &NativeContext::Tokenize),
                       InstanceMethod("detokenize", &NativeContext::Detokenize),
                       InstanceMethod("embedding", &NativeContext::Embedding),
+                      InstanceMethod("rerank", &NativeContext::Rerank),
                       InstanceMethod("formatChat", &NativeContext::FormatChat),
                       InstanceMethod("modelInfo", &NativeContext::ModelInfo),
                       InstanceMethod("saveSession", &NativeContext::SaveSession),
@@ -157,6 +161,66 @@ Napi::Value NativeContext::Embedding(const Napi::CallbackInfo& info) {
           Napi::Object o = Napi::Object::New(e);
           o.Set("embedding", a);
           return o;
+        });
+  });
+}
+
+// rerank(query, documents, {normalize}): each document's score against the
+// query by the model's classifier head (a reranker), best first, as
+// llama.node answers: [{score, index}]. normalize 1: the scores through a
+// sigmoid (0..1); 0 (default): as the head gives them.
+Napi::Value NativeContext::Rerank(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, [&]() -> Napi::Value {
+    std::shared_ptr<State> s = state(env);
+    if (info.Length() < 2 || !info[0].IsString() || !info[1].IsArray()) {
+      throw Napi::TypeError::New(env, "rerank(query, documents, options?): query must be a string and "
+                                      "documents an array of strings");
+    }
+    const std::string query = info[0].As<Napi::String>().Utf8Value();
+    const Napi::Array docs = info[1].As<Napi::Array>();
+    std::vector<std::string> documents;
+    for (uint32_t i = 0; i < docs.Length(); ++i) {
+      const Napi::Value d = docs.Get(i);
+      if (!d.IsString()) {
+        throw Napi::TypeError::New(env, "rerank: documents[" + std::to_string(i) + "] is not a string");
+      }
+      documents.push_back(d.As<Napi::String>().Utf8Value());
+    }
+    int normalize = 0;
+    if (info.Length() > 2 && info[2].IsObject()) {
+      normalize = static_cast<int>(integer(info[2].As<Napi::Object>(), "normalize", 0));
+      if (normalize != 0 && normalize != 1) {
+        throw Napi::TypeError::New(env, "rerank: normalize must be 0 (the raw scores) or 1 (sigmoid)");
+      }
+    }
+    using Ranked = std::vector<std::pair<float, uint32_t>>;
+    return run_task<Ranked>(
+        env,
+        [s, query, documents, normalize] {
+          std::vector<std::vector<int32_t>> inputs;
+          for (const std::string& d : documents) {
+            inputs.push_back(serving::rerank_tokens(s->loaded.tokenizer, query, d));
+          }
+          Ranked ranked;
+          const auto scores = s->ranker_for_use().embed_all(inputs);
+          for (size_t i = 0; i < scores.size(); ++i) {
+            const float v = scores[i].at(0);
+            ranked.emplace_back(normalize == 1 ? 1.0f / (1.0f + std::exp(-v)) : v, static_cast<uint32_t>(i));
+          }
+          std::stable_sort(ranked.begin(), ranked.end(),
+                           [](const auto& a, const auto& b) { return a.first > b.first; });
+          return ranked;
+        },
+        [](Napi::Env e, Ranked& ranked) -> Napi::Value {
+          Napi::Array out = Napi::Array::New(e, ranked.size());
+          for (uint32_t i = 0; i < ranked.size(); ++i) {
+            Napi::Object o = Napi::Object::New(e);
+            o.Set("score", ranked[i].first);
+            o.Set("index", ranked[i].second);
+            out.Set(i, o);
+          }
+          return out;
         });
   });
 }

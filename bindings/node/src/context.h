@@ -28,6 +28,7 @@ class NativeContext : public Napi::ObjectWrap<NativeContext> {
   Napi::Value Tokenize(const Napi::CallbackInfo& info);
   Napi::Value Detokenize(const Napi::CallbackInfo& info);
   Napi::Value Embedding(const Napi::CallbackInfo& info);
+  Napi::Value Rerank(const Napi::CallbackInfo& info);
   Napi::Value FormatChat(const Napi::CallbackInfo& info);
   Napi::Value ModelInfo(const Napi::CallbackInfo& info);
   Napi::Value SaveSession(const Napi::CallbackInfo& info);

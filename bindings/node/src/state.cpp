@@ -87,6 +87,17 @@ serving::Embedder& State::embedder_for_use() {
   return *embedder;
 }
 
+serving::Embedder& State::ranker_for_use() {
+  std::lock_guard lock(mutex);
+  if (!ranker) {
+    const Model& model = *loaded.model;
+    const int64_t max_tokens = model.is_encoder() ? std::min<int64_t>(model.hparams().n_ctx_train, 8192)
+                                                  : std::max<int64_t>(settings.generator.n_ctx, 512);
+    ranker = std::make_unique<serving::Embedder>(model, serving::Pooling::kRank, max_tokens, 2048);
+  }
+  return *ranker;
+}
+
 std::shared_ptr<serving::Generator> State::gen() const {
   std::lock_guard lock(generator_mutex_);
   if (!generator_) throw std::runtime_error("this context has no generator (a failed parallel.enable())");

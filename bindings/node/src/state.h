@@ -36,12 +36,16 @@ struct State {
   std::mutex mutex;  // renderers, embedder
   std::map<std::string, std::unique_ptr<serving::ChatRenderer>> renderers;
   std::unique_ptr<serving::Embedder> embedder;
+  std::unique_ptr<serving::Embedder> ranker;  // rank pooling: a reranker's head
   nlohmann::json info;  // getModelInfo()
 
   static std::shared_ptr<State> load(const LoadSettings& settings,
                                      const std::function<void(uint64_t, uint64_t)>& progress);
   const serving::ChatRenderer& renderer(const std::string& chat_template);
   serving::Embedder& embedder_for_use();
+  // The reranker's embedder (made on first use; a model without a classifier
+  // head is refused, naming why).
+  serving::Embedder& ranker_for_use();
 
   // The generator, shared with the caller: parallel.enable() may replace it
   // meanwhile (the caller's keeps working until dropped, shut down).

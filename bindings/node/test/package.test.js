@@ -184,6 +184,43 @@ test('tokenize / detokenize round trip; embeddings are unit vectors', async () =
   }
 });
 
+// A file of little-endian f32 (a Buffer may sit inside a larger pooled ArrayBuffer).
+function floats(file) {
+  const b = fs.readFileSync(file);
+  return new Float32Array(b.buffer.slice(b.byteOffset, b.byteOffset + b.length));
+}
+
+test('encoders: bert embeddings in llama.cpp\'s direction; rerank scores as llama.cpp\'s, best first', async () => {
+  const dir = path.join(fixtures, 'archs');
+  const bert = await tessera.loadModel({ model: path.join(dir, 'bert.gguf'), weights_cache: false });
+  try {
+    const want = floats(path.join(dir, 'bert.embd.f32'));
+    const n = bert.getModelInfo().nEmbd;
+    const { embedding } = await bert.embedding('Hello world');
+    let dot = 0, ref = 0;
+    for (let i = 0; i < n; ++i) { dot += embedding[i] * want[i]; ref += want[i] * want[i]; }
+    assert.ok(dot / Math.sqrt(ref) > 0.9999, `cosine ${dot / Math.sqrt(ref)}`);
+    await assert.rejects(bert.rerank('q', ['a']), /not a reranker/);
+  } finally {
+    await bert.release();
+  }
+  const ranker = await tessera.loadModel({ model: path.join(dir, 'bert_rerank.gguf'), weights_cache: false });
+  try {
+    const fixture = JSON.parse(fs.readFileSync(path.join(dir, 'bert_rerank.json'), 'utf8'));
+    const scores = floats(path.join(dir, 'bert_rerank.embd.f32'));
+    const pairs = fixture.pairs.slice(0, 2);  // one query, two documents
+    const ranked = await ranker.rerank(pairs[0].query, pairs.map((p) => p.document));
+    assert.equal(ranked.length, 2);
+    assert.ok(ranked[0].score >= ranked[1].score);
+    for (const r of ranked) assert.ok(Math.abs(r.score - scores[r.index]) < 5e-4, JSON.stringify(r));
+    const sig = await ranker.parallel.queueRerank(pairs[0].query, pairs.map((p) => p.document), { normalize: 1 }).promise;
+    for (const r of sig) assert.ok(Math.abs(r.score - 1 / (1 + Math.exp(-scores[r.index]))) < 5e-4);
+    await assert.rejects(ranker.rerank('q', ['a', 3]), /documents\[1\]/);
+  } finally {
+    await ranker.release();
+  }
+});
+
 test('a saved session, loaded into a fresh context, continues as if never stopped', async () => {
   const file = tmpFile('story.session');
   const a = await tessera.loadModel({ model: stories, n_ctx: 512 });

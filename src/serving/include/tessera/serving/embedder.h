@@ -43,8 +43,9 @@ class Embedder {
  public:
   // With kRank, the model's classifier head (cls / cls.output) is read here:
   // a model without one is Error(kUnsupported). Inputs of at most
-  // max_tokens each; embed_all packs several into one pass of up to
-  // max(max_tokens, batch_tokens) tokens.
+  // max_tokens each (at most the training context where the model's
+  // positions are learned embeddings, bert's); embed_all packs several into
+  // one pass of up to max(max_tokens, batch_tokens) tokens.
   Embedder(const Model& model, Pooling pooling, int64_t max_tokens, int64_t batch_tokens = 0);
   // One vector of n_embd floats, normalized as normalize_embedding does with
   // `normalize` (default L2); with kRank the head's n_cls_out scores, as
