@@ -89,6 +89,14 @@ std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view 
   return out;
 }
 
+void truncate_tokens(std::vector<int32_t>& ids, size_t max, const Tokenizer& tokenizer) {
+  if (ids.size() <= max || max == 0) return;
+  const int32_t last = ids.back();
+  const bool closing = (last == tokenizer.sep() || last == tokenizer.eos()) && last != kNoToken;
+  ids.resize(max);
+  if (closing) ids.back() = last;
+}
+
 Embedder::Embedder(const Model& model, Pooling pooling, int64_t max_tokens, int64_t batch_tokens)
     : model_(model), pooling_(pooling),
       // Learned absolute positions (bert) end at the training context.

@@ -205,6 +205,23 @@ TEST_P(EncoderFixtureTest, RerankScoresMatchLlamaCpp) {
   }
 }
 
+// Truncation keeps a closing [SEP] in last place; an input that fits, or
+// ends otherwise, is only cut.
+TEST(EncoderTruncate, KeepsTheClosingSeparator) {
+  auto rt = make_runtime(false);
+  const auto model = Model::load(*rt, testing::fixtures_dir() + "/archs/bert.gguf");
+  const Tokenizer tok = Tokenizer::from_gguf(model->file());
+  std::vector<int32_t> ids = {101, 7592, 2088, 1037, 102};
+  serving::truncate_tokens(ids, 3, tok);
+  EXPECT_EQ(ids, (std::vector<int32_t>{101, 7592, 102}));
+  std::vector<int32_t> open = {101, 7592, 2088, 1037};
+  serving::truncate_tokens(open, 3, tok);
+  EXPECT_EQ(open, (std::vector<int32_t>{101, 7592, 2088}));
+  std::vector<int32_t> fits = {101, 102};
+  serving::truncate_tokens(fits, 3, tok);
+  EXPECT_EQ(fits, (std::vector<int32_t>{101, 102}));
+}
+
 INSTANTIATE_TEST_SUITE_P(Encoders, EncoderFixtureTest, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<TierCase>& info) {
                            return info.param.name + "_cpu_" + std::string(cpu::isa_name(info.param.isa));

@@ -726,6 +726,16 @@ TEST(ServerEncoder, EmbeddingsServedCompletionsRefused) {
   EXPECT_EQ(s.client().Get("/health")->status, 200);
   expect_error(c.Post("/v1/rerank", R"({"query":"q","documents":["a"]})", "application/json"), 501,
                "--rerank");
+  // A text past the 512 positions: a 400 naming it, or cut with truncate (its [SEP] kept).
+  std::string long_text;
+  for (int i = 0; i < 600; ++i) long_text += "word ";
+  const json two_long = {{"input", json::array({"short", long_text})}};
+  expect_error(c.Post("/v1/embeddings", two_long.dump(), "application/json"), 400, "input 1 has 602 tokens");
+  json cut = two_long;
+  cut["truncate"] = true;
+  const json ok = post(s, "/v1/embeddings", cut);
+  EXPECT_EQ(ok["data"].size(), 2u);
+  EXPECT_EQ(ok["usage"]["prompt_tokens"], 3 + 512);  // [CLS] short [SEP], and 512
 }
 
 // A reranker with --rerank (the bert_rerank fixture): llama.cpp's scores for

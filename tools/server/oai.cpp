@@ -176,10 +176,12 @@ const std::set<std::string_view>& completion_fields() {
 }  // namespace
 
 void refuse_unknown_fields(const ojson& body, Endpoint endpoint) {
-  static const std::set<std::string_view> kEmbeddings = {"input", "model", "encoding_format", "dimensions", "user"};
+  static const std::set<std::string_view> kEmbeddings = {"input", "model", "encoding_format", "dimensions", "user",
+                                                         "truncate"};
   static const std::set<std::string_view> kTokenize = {"content", "add_special", "with_pieces"};
   static const std::set<std::string_view> kDetokenize = {"tokens"};
-  static const std::set<std::string_view> kRerank = {"query", "documents", "texts", "top_n", "return_text", "model"};
+  static const std::set<std::string_view> kRerank = {"query", "documents", "texts", "top_n", "return_text", "model",
+                                                     "truncate"};
   const std::set<std::string_view>& known = endpoint == Endpoint::kCompletion   ? completion_fields()
                                             : endpoint == Endpoint::kEmbeddings ? kEmbeddings
                                             : endpoint == Endpoint::kTokenize   ? kTokenize
@@ -604,6 +606,10 @@ EmbeddingRequest parse_embeddings(const ojson& body, const Tokenizer& tokenizer)
   const std::string format = f == body.end() || f->is_null() ? "float" : f->is_string() ? f->get<std::string>() : "";
   if (format != "float" && format != "base64") bad_request("'encoding_format' must be float or base64");
   r.base64 = format == "base64";
+  if (const auto t = body.find("truncate"); t != body.end() && !t->is_null()) {
+    if (!t->is_boolean()) bad_request("'truncate' must be true or false");
+    r.truncate = t->get<bool>();
+  }
   return r;
 }
 
@@ -656,6 +662,10 @@ RerankRequest parse_rerank(const ojson& body, const Tokenizer& tokenizer) {
   if (const auto t = body.find("return_text"); t != body.end() && !t->is_null()) {
     if (!t->is_boolean()) bad_request("'return_text' must be true or false");
     r.return_text = t->get<bool>();
+  }
+  if (const auto t = body.find("truncate"); t != body.end() && !t->is_null()) {
+    if (!t->is_boolean()) bad_request("'truncate' must be true or false");
+    r.truncate = t->get<bool>();
   }
   return r;
 }

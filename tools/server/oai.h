@@ -88,6 +88,7 @@ nlohmann::json detokenize_response(const std::vector<TokenId>& ids, const Tokeni
 struct EmbeddingRequest {
   std::vector<std::vector<TokenId>> inputs;
   bool base64 = false;
+  bool truncate = false;  // cut inputs longer than the model takes (else a 400 naming the index)
 };
 EmbeddingRequest parse_embeddings(const nlohmann::ordered_json& body, const Tokenizer& tokenizer);
 nlohmann::json embeddings_response(const EmbeddingRequest& r,
@@ -103,6 +104,7 @@ struct RerankRequest {
   std::vector<std::vector<TokenId>> inputs;  // per document: query and document
   size_t top_n = 0;
   bool return_text = false;
+  bool truncate = false;  // cut pairs longer than the model takes (else a 400 naming the index)
   bool tei = false;  // `texts`: TEI's answer, a bare array with `score` and `text`
 };
 RerankRequest parse_rerank(const nlohmann::ordered_json& body, const Tokenizer& tokenizer);

@@ -129,7 +129,10 @@ struct Server::Impl {
     if (!options.rerank) {
       throw HttpError(501, "this server does not rerank: start it with --rerank (and a reranker model)");
     }
-    const RerankRequest r = parse_rerank(body(req, Endpoint::kRerank), *tokenizer);
+    RerankRequest r = parse_rerank(body(req, Endpoint::kRerank), *tokenizer);
+    if (r.truncate) {
+      for (auto& in : r.inputs) serving::truncate_tokens(in, static_cast<size_t>(embedder->max_tokens()), *tokenizer);
+    }
     std::vector<float> scores;
     for (const std::vector<float>& v : embedder->embed_all(r.inputs)) scores.push_back(v.at(0));
     send_json(res, rerank_response(r, scores, options.model_name));
@@ -140,7 +143,10 @@ struct Server::Impl {
     if (options.rerank) {
       throw HttpError(501, "this server ranks (--rerank): use /v1/rerank, or start it without --rerank");
     }
-    const EmbeddingRequest e = parse_embeddings(body(req, Endpoint::kEmbeddings), *tokenizer);
+    EmbeddingRequest e = parse_embeddings(body(req, Endpoint::kEmbeddings), *tokenizer);
+    if (e.truncate) {
+      for (auto& in : e.inputs) serving::truncate_tokens(in, static_cast<size_t>(embedder->max_tokens()), *tokenizer);
+    }
     const std::vector<std::vector<float>> vectors = embedder->embed_all(e.inputs);
     send_json(res, embeddings_response(e, vectors, options.model_name));
   }

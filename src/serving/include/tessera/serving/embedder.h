@@ -39,6 +39,11 @@ std::vector<float> normalize_embedding(std::span<const double> v, int mode);
 std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view query,
                                    std::string_view document);
 
+// Cuts `ids` to at most `max` tokens, keeping a closing [SEP] / EOS (the
+// tokenizer's) in last place when the input ended with one (as HF's
+// truncation keeps the special tokens).
+void truncate_tokens(std::vector<int32_t>& ids, size_t max, const Tokenizer& tokenizer);
+
 class Embedder {
  public:
   // With kRank, the model's classifier head (cls / cls.output) is read here:
