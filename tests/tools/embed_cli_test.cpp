@@ -81,6 +81,35 @@ TEST(EmbedCli, JsonOutputIsUnitLengthByDefault) {
   EXPECT_GT(dot / std::sqrt(ref), 0.9999);  // the same direction as llama.cpp's
 }
 
+// A reranker with --pooling rank: QUERY<tab>DOCUMENT per line, the scores
+// llama.cpp gives the fixture's pairs.
+TEST(EmbedCli, RankPoolingScoresPairs) {
+  const std::string dir = fixtures_dir() + "/archs/";
+  std::ifstream js(dir + "bert_rerank.json");
+  const nlohmann::json j = nlohmann::json::parse(js);
+  std::ifstream e(dir + "bert_rerank.embd.f32", std::ios::binary);
+  const std::string path = ::testing::TempDir() + "rank_pairs.txt";
+  std::vector<float> want;
+  {
+    std::ofstream out(path);
+    for (const auto& p : j["pairs"]) {
+      out << p["query"].get<std::string>() << "\t" << p["document"].get<std::string>() << "\n";
+      float s = 0;
+      e.read(reinterpret_cast<char*>(&s), sizeof s);
+      want.push_back(s);
+    }
+  }
+  const CommandResult r = run_command(tessera_cmd("embed -m " + dir + "bert_rerank.gguf -f " + path +
+                                                  " --pooling rank --embd-output-format array"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto got = nlohmann::json::parse(r.out).get<std::vector<std::vector<float>>>();
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i].at(0), want[i], 5e-4);
+  const CommandResult bad = run_command(tessera_cmd("embed -m " + dir + "bert_rerank.gguf -p 'no tab' --pooling rank"));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("QUERY<tab>DOCUMENT"), std::string::npos) << bad.err;
+}
+
 TEST(EmbedCli, BadInputIsNamed) {
   const Fixture f = load_fixture();
   CommandResult r = run_command(tessera_cmd("embed -m " + f.gguf + " -f /nonexistent/texts.txt"));

@@ -55,7 +55,7 @@ std::vector<std::string> split_texts(const std::string& all, const std::string& 
 Runner add_embed(CLI::App& app) {
   struct Flags {
     ModelFlags model;
-    std::string prompt, file, pooling, format, separator = "\n";
+    std::string prompt, file, pooling, format, separator = "\n", cls_separator = "\t";
     int normalize = 2;
     int64_t n_ctx = 0;
     int64_t n_batch = 2048;
@@ -67,8 +67,12 @@ Runner add_embed(CLI::App& app) {
   auto* p = cmd->add_option("-p,--prompt", f->prompt, "Texts, split at --embd-separator (default: each line)");
   auto* file = cmd->add_option("-f,--file", f->file, "A file of texts, split likewise (at most 256 MiB)");
   p->excludes(file);
-  cmd->add_option("--pooling", f->pooling, "mean, cls or last (default: the model's pooling_type, else mean)")
-      ->check(CLI::IsMember({"mean", "cls", "last"}));
+  cmd->add_option("--pooling", f->pooling,
+                  "mean, cls, last, or rank (a reranker: each text is QUERY<cls-separator>DOCUMENT, "
+                  "the output its scores; default: the model's pooling_type, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last", "rank"}));
+  cmd->add_option("--cls-separator", f->cls_separator,
+                  "With --pooling rank: what separates a text's query from its document (default a tab)");
   cmd->add_option("--embd-normalize", f->normalize,
                   "-1 none, 0 max-abs scaled to int16's range, 1 taxicab, 2 Euclidean, >2 p-norm")
       ->capture_default_str()
@@ -102,7 +106,17 @@ Runner add_embed(CLI::App& app) {
     inputs.reserve(texts.size());
     int64_t tokens = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
-      inputs.push_back(lm.tokenizer.tokenize(texts[i], /*add_special=*/true));
+      if (pooling == serving::Pooling::kRank) {  // QUERY<sep>DOCUMENT, laid out as llama-server does
+        const size_t at = f->cls_separator.empty() ? std::string::npos : texts[i].find(f->cls_separator);
+        if (at == std::string::npos) {
+          fail(ErrorCategory::kInvalidArgument, "[embed] text {} of {}: --pooling rank wants QUERY{}DOCUMENT, "
+               "found no separator", i + 1, texts.size(), f->cls_separator == "\t" ? "<tab>" : f->cls_separator);
+        }
+        inputs.push_back(serving::rerank_tokens(lm.tokenizer, std::string_view(texts[i]).substr(0, at),
+                                                std::string_view(texts[i]).substr(at + f->cls_separator.size())));
+      } else {
+        inputs.push_back(lm.tokenizer.tokenize(texts[i], /*add_special=*/true));
+      }
       tokens += static_cast<int64_t>(inputs.back().size());
       if (static_cast<int64_t>(inputs.back().size()) > n_ctx) {
         fail(ErrorCategory::kInvalidArgument, "[embed] text {} of {}: {} tokens, at most -c {} fit", i + 1,
