@@ -57,6 +57,9 @@ struct Facts {
   double rope_freq_base = 10000.0;  // llama.cpp's default when the key is absent
   bool rope_freq_base_default = true;
   std::optional<double> norm_rms_eps;
+  std::optional<double> norm_eps;       // LayerNorm's (encoders)
+  bool encoder = false;                 // attention.causal false
+  std::optional<uint64_t> pooling;      // llama.cpp's pooling_type
   std::optional<std::string> tokenizer_model;
   std::optional<uint64_t> n_vocab;
   uint64_t n_params = 0;
@@ -95,6 +98,11 @@ Facts gather(const gguf::File& file) {
       f.rope_freq_base_default = false;
     }
     f.norm_rms_eps = arch_float(file, a, "attention.layer_norm_rms_epsilon");
+    f.norm_eps = arch_float(file, a, "attention.layer_norm_epsilon");
+    if (const gguf::Value* c = file.find(a + ".attention.causal"); c != nullptr && c->type() == gguf::ValueType::kBool) {
+      f.encoder = !c->boolean();
+    }
+    f.pooling = arch_uint(file, a, "pooling_type");
   }
   f.tokenizer_model = string_key(file, "tokenizer.ggml.model");
   if (const gguf::Value* tokens = file.find("tokenizer.ggml.tokens")) {
@@ -144,9 +152,20 @@ void print_text(const gguf::File& file, const Facts& f, bool metadata) {
   fmt::print("layers        {}\n", opt(f.n_layer));
   fmt::print("heads         {} (KV heads {})\n", opt(f.n_head), opt(f.n_head_kv));
   fmt::print("ffn size      {}\n", opt(f.n_ff));
-  fmt::print("rope base     {}{}\n", f.rope_freq_base,
-             f.rope_freq_base_default ? " (default: no key)" : "");
-  fmt::print("rms norm eps  {}\n", opt(f.norm_rms_eps));
+  if (f.encoder) {
+    static constexpr const char* kPooling[] = {"none", "mean", "cls", "last", "rank"};
+    fmt::print("attention     both directions (an encoder: embeddings{}, no generation)\n",
+               f.pooling && *f.pooling <= 4 ? fmt::format(", {} pooling", kPooling[*f.pooling]) : std::string());
+  }
+  if (!f.encoder || !f.rope_freq_base_default) {
+    fmt::print("rope base     {}{}\n", f.rope_freq_base,
+               f.rope_freq_base_default ? " (default: no key)" : "");
+  }
+  if (f.norm_eps && !f.norm_rms_eps) {
+    fmt::print("norm eps      {} (LayerNorm)\n", *f.norm_eps);
+  } else {
+    fmt::print("rms norm eps  {}\n", opt(f.norm_rms_eps));
+  }
   fmt::print("tokenizer     {}, {} tokens\n", opt(f.tokenizer_model), opt(f.n_vocab));
   fmt::print("tensors       {}, {} parameters, {}\n", file.tensors().size(), f.n_params,
              human_bytes(f.n_bytes));
@@ -200,6 +219,8 @@ void print_json(const gguf::File& file, const Facts& f, bool metadata) {
       {"n_layer", opt_json(f.n_layer)},         {"n_head", opt_json(f.n_head)},
       {"n_head_kv", opt_json(f.n_head_kv)},     {"n_ff", opt_json(f.n_ff)},
       {"rope_freq_base", f.rope_freq_base},     {"norm_rms_eps", opt_json(f.norm_rms_eps)},
+      {"norm_eps", opt_json(f.norm_eps)},       {"encoder", f.encoder},
+      {"pooling_type", opt_json(f.pooling)},
   };
   out["tokenizer"] = {{"model", opt_json(f.tokenizer_model)}, {"n_vocab", opt_json(f.n_vocab)}};
   out["type_counts"] = f.type_counts;
