@@ -143,13 +143,70 @@ std::vector<std::vector<float>> Embedder::embed_all(const std::vector<std::vecto
            where(i), n, max_tokens_);
     }
   }
+  std::vector<const std::vector<int32_t>*> mine;
+  for (const auto& in : inputs) mine.push_back(&in);
+  std::vector<std::vector<double>> pooled;
+  if (progress) {
+    // One caller's long list (the CLI): its passes alone, progress after each.
+    pooled = run_passes(mine, progress);
+  } else {
+    // Requests from several threads (the server's clients) share passes:
+    // whichever finds no pass running takes every request queued so far.
+    Job job{&mine, {}, nullptr, false};
+    std::unique_lock lk(queue_mutex_);
+    queue_.push_back(&job);
+    while (!job.done) {
+      if (leading_) {
+        done_cv_.wait(lk);
+        continue;
+      }
+      leading_ = true;
+      std::vector<Job*> jobs(queue_.begin(), queue_.end());
+      queue_.clear();
+      lk.unlock();
+      std::vector<const std::vector<int32_t>*> all;
+      for (const Job* q : jobs) all.insert(all.end(), q->inputs->begin(), q->inputs->end());
+      std::vector<std::vector<double>> results;
+      std::exception_ptr error;
+      try {
+        results = run_passes(all, {});
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lk.lock();
+      size_t at = 0;
+      for (Job* q : jobs) {
+        q->error = error;
+        if (!error) {
+          for (size_t k = 0; k < q->inputs->size(); ++k) q->pooled.push_back(std::move(results[at++]));
+        }
+        q->done = true;
+      }
+      leading_ = false;
+      done_cv_.notify_all();
+    }
+    lk.unlock();
+    if (job.error) std::rethrow_exception(job.error);
+    pooled = std::move(job.pooled);
+  }
+  std::vector<std::vector<float>> out;
+  out.reserve(pooled.size());
+  for (std::vector<double>& v : pooled) {
+    out.push_back(pooling_ == Pooling::kRank ? score(std::move(v)) : normalize_embedding(v, normalize));
+  }
+  return out;
+}
+
+std::vector<std::vector<double>> Embedder::run_passes(const std::vector<const std::vector<int32_t>*>& inputs,
+                                                      const std::function<void(size_t)>& progress) {
   std::lock_guard lock(mutex_);
   if (!context_) {
     context_ = std::make_unique<Context>(
         model_, ContextOptions{.n_ctx = batch_tokens_, .n_batch = batch_tokens_, .embeddings = true});
   }
+  ++passes_run_;  // (counted per call: one per batch of requests)
   const auto width = static_cast<size_t>(context_->output_width());
-  std::vector<std::vector<float>> out;
+  std::vector<std::vector<double>> out;
   out.reserve(inputs.size());
   const bool first = pooling_ == Pooling::kCls || pooling_ == Pooling::kRank;
   for (size_t begin = 0; begin < inputs.size();) {
@@ -157,14 +214,14 @@ std::vector<std::vector<float>> Embedder::embed_all(const std::vector<std::vecto
     size_t end = begin;
     int64_t tokens = 0;
     while (end < inputs.size() && end - begin < static_cast<size_t>(kMaxSequences) &&
-           tokens + static_cast<int64_t>(inputs[end].size()) <= batch_tokens_) {
-      tokens += static_cast<int64_t>(inputs[end].size());
+           tokens + static_cast<int64_t>(inputs[end]->size()) <= batch_tokens_) {
+      tokens += static_cast<int64_t>(inputs[end]->size());
       ++end;
     }
     context_->cache().clear();
     batch_.clear();
     for (size_t k = begin; k < end; ++k) {
-      const std::vector<int32_t>& in = inputs[k];
+      const std::vector<int32_t>& in = *inputs[k];
       const auto n = static_cast<int64_t>(in.size());
       const int seq = static_cast<int>(k - begin);
       for (int64_t i = 0; i < n; ++i) {
@@ -178,14 +235,14 @@ std::vector<std::vector<float>> Embedder::embed_all(const std::vector<std::vecto
     for (size_t k = begin; k < end; ++k) {
       std::vector<double> sum(width, 0.0);
       int64_t rows = 0;
-      for (size_t i = 0; i < inputs[k].size(); ++i, ++at) {
+      for (size_t i = 0; i < inputs[k]->size(); ++i, ++at) {
         if (batch_.want_logits[at] == 0) continue;
         const std::span<const float> h = context_->logits(at);
         for (size_t j = 0; j < width; ++j) sum[j] += h[j];
         ++rows;
       }
       for (double& v : sum) v /= double(rows);
-      out.push_back(pooling_ == Pooling::kRank ? score(sum) : normalize_embedding(sum, normalize));
+      out.push_back(std::move(sum));
     }
     begin = end;
     if (progress) progress(begin);

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -151,6 +153,34 @@ TEST_P(EncoderFixtureTest, BatchedInputsEqualEachAlone) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("input 1 has 513 tokens"), std::string::npos) << e.what();
   }
+}
+
+// Calls from several threads share runs of passes (the server's clients):
+// each still gets what it gets alone.
+TEST_P(EncoderFixtureTest, ConcurrentCallsShareRunsAndEqualEachAlone) {
+  serving::Embedder alone(*model_, serving::Pooling::kMean, 512);
+  std::vector<std::vector<float>> want;
+  for (const auto& ids : fixture_.ids) want.push_back(alone.embed(ids, -1));
+  serving::Embedder shared(*model_, serving::Pooling::kMean, 512);
+  constexpr int kThreads = 6, kCalls = 8;
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int c = 0; c < kCalls; ++c) {
+        const size_t i = static_cast<size_t>(t + c) % fixture_.ids.size();
+        const std::vector<float> got = shared.embed(fixture_.ids[i], -1);
+        for (size_t j = 0; j < got.size(); ++j) {
+          if (std::abs(got[j] - want[i][j]) > 1e-5f) ++bad;
+        }
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_LE(shared.runs(), kThreads * kCalls);
+  std::printf("[ encoder  ] %d concurrent calls in %lld runs of passes\n", kThreads * kCalls,
+              static_cast<long long>(shared.runs()));
 }
 
 // An encoder gives no next-token logits: generation is refused, named.

@@ -4,6 +4,10 @@
 // time, beside the generator's slots.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -61,21 +65,42 @@ class Embedder {
   // up to 64, and as many tokens as a pass holds), in order; `progress`
   // (nullable) hears the count done after each pass. An input that is
   // empty or too long is Error(kInvalidArgument) naming its index, before
-  // anything runs.
+  // anything runs. Calls from several threads without `progress` share
+  // passes: a call that finds none running runs every call queued so far
+  // together (an error in them fails them all).
   std::vector<std::vector<float>> embed_all(const std::vector<std::vector<int32_t>>& inputs,
                                             int normalize = 2,
                                             const std::function<void(size_t done)>& progress = {});
   int64_t max_tokens() const { return max_tokens_; }
   Pooling pooling() const { return pooling_; }
+  // Runs of passes made so far: one per call, or per group of calls that
+  // shared them.
+  int64_t runs() const { return passes_run_.load(); }
 
  private:
   const Model& model_;
   Pooling pooling_;
   int64_t max_tokens_;
   int64_t batch_tokens_;
-  std::mutex mutex_;
+  // Pooled (not normalized) states of each input, in passes on the context.
+  std::vector<std::vector<double>> run_passes(const std::vector<const std::vector<int32_t>*>& inputs,
+                                              const std::function<void(size_t)>& progress);
+
+  std::mutex mutex_;  // the context and batch
   std::unique_ptr<Context> context_;
   Batch batch_;
+  std::atomic<int64_t> passes_run_{0};
+  // Calls waiting to share the next run of passes.
+  struct Job {
+    const std::vector<const std::vector<int32_t>*>* inputs;
+    std::vector<std::vector<double>> pooled;
+    std::exception_ptr error;
+    bool done;
+  };
+  std::mutex queue_mutex_;
+  std::condition_variable done_cv_;
+  std::deque<Job*> queue_;
+  bool leading_ = false;
   // kRank: the head's scores of a pooled state.
   std::vector<float> score(std::vector<double> x) const;
   // kRank: the classifier head as f32, row-major [out][in]; empty when absent.
