@@ -74,12 +74,6 @@ void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {
   }
 }
 
-// w x, plus b when there is one.
-Tensor* project(Graph& g, Tensor* w, Tensor* x, Tensor* b) {
-  Tensor* y = ops::mul_mat(g, w, x);
-  return b != nullptr ? ops::add(g, y, b) : y;
-}
-
 Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
   const Hparams& hp = model.hparams();
   const Weights& w = model.weights();
@@ -92,7 +86,6 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
   if (model.is_stage()) {
     fail(ErrorCategory::kUnsupported, "[model {}] an encoder cannot be split across ranks", hp.architecture);
   }
-  const int64_t n = in.n_tokens, d = hp.head_dim;
   Tensor* x = layers::embed(g, model, in);  // [n_embd, n_tokens]
   if (w.token_types != nullptr) {
     x = ops::add(g, x, ops::view(g, w.token_types, {hp.n_embd}, {}, 0));
@@ -101,25 +94,14 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
   x = layers::layer_norm(g, x, w.token_embd_norm, w.token_embd_norm_b, hp.norm_eps);
   for (const size_t il : layers::held_layers(model)) {
     const LayerWeights& l = model.layers()[il];
-    Tensor *q, *k, *v;
-    if (l.wqkv != nullptr) {
-      Tensor* qkv = ops::mul_mat(g, l.wqkv, x);  // [n_embd_q + 2 n_embd_kv, n]
-      const size_t f = sizeof(float), row = qkv->nb[1];
-      q = ops::view(g, qkv, {d, hp.n_head, n}, {d * f, row}, 0);
-      k = ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, hp.n_embd_q() * f);
-      v = ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, (hp.n_embd_q() + hp.n_embd_kv()) * f);
-    } else {
-      q = ops::reshape(g, project(g, l.wq, x, l.bq), {d, hp.n_head, n});
-      k = ops::reshape(g, project(g, l.wk, x, l.bk), {d, hp.n_head_kv, n});
-      v = ops::reshape(g, project(g, l.wv, x, l.bv), {d, hp.n_head_kv, n});
-    }
+    auto [q, k, v] = layers::project_qkv(g, hp, l, x);
     if (w.position_embd == nullptr) {  // nomic-bert: positions by RoPE
       const ops::RopeParams rope = layers::rope_params(hp, static_cast<int64_t>(il));
       q = ops::rope(g, q, in.positions, nullptr, rope);
       k = ops::rope(g, k, in.positions, nullptr, rope);
     }
     Tensor* attn = layers::attention(g, hp, in, il, q, k, v, hp.kq_scale());
-    x = layers::layer_norm(g, ops::add(g, project(g, l.wo, attn, l.bo), x), l.attn_out_norm,
+    x = layers::layer_norm(g, ops::add(g, layers::project(g, l.wo, attn, l.bo), x), l.attn_out_norm,
                            l.attn_out_norm_b, hp.norm_eps);
     Tensor* f;
     if (hp.architecture == "nomic-bert" && l.ffn_up_b == nullptr) {
@@ -127,11 +109,11 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
       f = layers::swiglu_ffn(g, x, l.ffn_gate, l.ffn_up, l.ffn_down);
       if (l.ffn_down_b != nullptr) f = ops::add(g, f, l.ffn_down_b);
     } else if (l.ffn_gate != nullptr) {  // SwiGLU with an up bias (never fused)
-      f = project(g, l.ffn_down,
-                  ops::swiglu(g, project(g, l.ffn_gate, x, nullptr), project(g, l.ffn_up, x, l.ffn_up_b)),
+      f = layers::project(g, l.ffn_down,
+                  ops::swiglu(g, layers::project(g, l.ffn_gate, x, nullptr), layers::project(g, l.ffn_up, x, l.ffn_up_b)),
                   l.ffn_down_b);
     } else {
-      f = project(g, l.ffn_down, ops::unary(g, project(g, l.ffn_up, x, l.ffn_up_b), UnaryOp::kGelu),
+      f = layers::project(g, l.ffn_down, ops::unary(g, layers::project(g, l.ffn_up, x, l.ffn_up_b), UnaryOp::kGelu),
                   l.ffn_down_b);
     }
     x = layers::layer_norm(g, ops::add(g, f, x), l.layer_out_norm, l.layer_out_norm_b, hp.norm_eps);

@@ -58,13 +58,26 @@ Tensor* layer_norm(Graph& g, Tensor* x, Tensor* w, Tensor* b, float eps) {
   return b != nullptr ? ops::add(g, y, b) : y;
 }
 
-namespace {
-
-// w x, plus b when there is one.
 Tensor* project(Graph& g, Tensor* w, Tensor* x, Tensor* b) {
   Tensor* y = ops::mul_mat(g, w, x);
   return b != nullptr ? ops::add(g, y, b) : y;
 }
+
+Qkv project_qkv(Graph& g, const Hparams& hp, const LayerWeights& l, Tensor* h) {
+  const int64_t d = hp.head_dim, n = h->ne[1];
+  if (l.wqkv != nullptr) {
+    Tensor* qkv = ops::mul_mat(g, l.wqkv, h);  // [n_embd_q + 2 n_embd_kv, n]
+    const size_t f = sizeof(float), row = qkv->nb[1];
+    return {ops::view(g, qkv, {d, hp.n_head, n}, {d * f, row}, 0),
+            ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, hp.n_embd_q() * f),
+            ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, (hp.n_embd_q() + hp.n_embd_kv()) * f)};
+  }
+  return {ops::reshape(g, project(g, l.wq, h, l.bq), {d, hp.n_head, n}),
+          ops::reshape(g, project(g, l.wk, h, l.bk), {d, hp.n_head_kv, n}),
+          ops::reshape(g, project(g, l.wv, h, l.bv), {d, hp.n_head_kv, n})};
+}
+
+namespace {
 
 // Rows [0, n_kv) of a cache [n_embd_kv, rows] (after `written`, the SET_ROWS
 // that filled it) as [d, n_kv, n_head_kv].
@@ -80,20 +93,7 @@ Tensor* self_attention(Graph& g, const Model& model, const GraphInputs& in, size
   const LayerWeights& l = model.layers()[il];
   const int64_t d = hp.head_dim;
   const int64_t n = in.n_tokens;
-  Tensor *q, *k, *v;
-  if (l.wqkv != nullptr) {
-    // Rows q, then k, then v of one projection: views of its columns.
-    Tensor* qkv = ops::mul_mat(g, l.wqkv, h);  // [n_embd_q + 2 n_embd_kv, n]
-    const size_t f = sizeof(float);
-    const size_t row = qkv->nb[1];
-    q = ops::view(g, qkv, {d, hp.n_head, n}, {d * f, row}, 0);
-    k = ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, hp.n_embd_q() * f);
-    v = ops::view(g, qkv, {d, hp.n_head_kv, n}, {d * f, row}, (hp.n_embd_q() + hp.n_embd_kv()) * f);
-  } else {
-    q = ops::reshape(g, project(g, l.wq, h, l.bq), {d, hp.n_head, n});
-    k = ops::reshape(g, project(g, l.wk, h, l.bk), {d, hp.n_head_kv, n});
-    v = ops::reshape(g, project(g, l.wv, h, l.bv), {d, hp.n_head_kv, n});
-  }
+  auto [q, k, v] = project_qkv(g, hp, l, h);
   // q / k RMS norms per head ([head_dim] weights: qwen3) or over the whole
   // projection ([n_embd_q] / [n_embd_kv]: OLMoE), before RoPE.
   const auto norm_qk = [&](Tensor* x, Tensor* w, int64_t heads) {

@@ -60,6 +60,17 @@ Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps);
 // LayerNorm: (x - mean(x)) / sqrt(var(x) + eps) * w + b, per row (b nullable).
 Tensor* layer_norm(Graph& g, Tensor* x, Tensor* w, Tensor* b, float eps);
 
+// w x, plus b when there is one.
+Tensor* project(Graph& g, Tensor* w, Tensor* x, Tensor* b);
+
+// q [d, n_head, n_tokens] and k, v [d, n_head_kv, n_tokens] of layer l from
+// h: separate projections (with biases when present) or views of the fused
+// wqkv's rows (q, then k, then v).
+struct Qkv {
+  Tensor *q, *k, *v;
+};
+Qkv project_qkv(Graph& g, const Hparams& hp, const LayerWeights& l, Tensor* h);
+
 // Self-attention of layer `il` on the normed input h [n_embd, n_tokens]:
 // q, k, v from separate (wq, wk, wv, with biases when present) or fused
 // (wqkv) projections, per-head RMS norms of q and k when the layer has them,
