@@ -4,7 +4,7 @@
 #include <map>
 #include <mutex>
 #include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -19,55 +19,141 @@ using Partial = Matcher::Partial;
 
 bool is_end(const Element* e) { return e->type == Element::kEnd || e->type == Element::kAlt; }
 
-struct StackHash {
-  size_t operator()(const Stack& s) const {
-    size_t h = s.size();
-    for (const Element* e : s) h = (h ^ reinterpret_cast<uintptr_t>(e)) * 0x9E3779B97F4A7C15ull;
-    return h;
+// The stacks one character's expansion meets, as a trie: a stack is the id
+// of its top node, a node is (element, the stack below it), and nodes are
+// interned (an open-addressed table), so equal stacks have one id. Pushing,
+// popping and "seen before?" cost O(1) whatever the depth; only the stacks
+// that come out are copied. One per thread, reused: clearing it costs the
+// nodes used, not the table's size.
+class StackTrie {
+ public:
+  static constexpr uint32_t kEmpty = 0;
+
+  static StackTrie& scratch() {
+    thread_local StackTrie trie;
+    trie.reset();
+    return trie;
   }
+
+  uint32_t push(uint32_t below, const Element* e) {
+    if (2 * nodes_.size() >= slots_.size()) grow();
+    for (size_t i = slot(below, e);; i = (i + 1) & (slots_.size() - 1)) {
+      const uint32_t id = slots_[i];
+      if (id == kEmpty) {
+        slots_[i] = static_cast<uint32_t>(nodes_.size());
+        nodes_.push_back({e, below, nodes_[below].depth + 1, static_cast<uint32_t>(i), false});
+        return slots_[i];
+      }
+      if (nodes_[id].e == e && nodes_[id].below == below) return id;
+    }
+  }
+  const Element* top(uint32_t id) const { return nodes_[id].e; }
+  uint32_t below(uint32_t id) const { return nodes_[id].below; }
+  uint32_t depth(uint32_t id) const { return nodes_[id].depth; }
+  // Marks `id` seen; whether it was already.
+  bool see(uint32_t id) { return std::exchange(nodes_[id].seen, true); }
+
+  // The stack `id` as a vector, bottom first.
+  Stack to_stack(uint32_t id) const {
+    Stack s(nodes_[id].depth);
+    for (size_t k = s.size(); k-- > 0; id = nodes_[id].below) s[k] = nodes_[id].e;
+    return s;
+  }
+
+  // The id of s[0, n). Stacks that share a bottom (as those of one state
+  // mostly do) share its nodes, found by comparing with the previous stack
+  // `prev` (whose prefixes' ids `chain_` holds) rather than by lookups.
+  uint32_t intern(const Stack& s, size_t n, const Stack*& prev) {
+    size_t common = 0;
+    if (prev != nullptr) {
+      const size_t m = std::min({n, prev->size(), chain_.size()});
+      while (common < m && (*prev)[common] == s[common]) ++common;
+    }
+    chain_.resize(common);
+    uint32_t id = common == 0 ? kEmpty : chain_[common - 1];
+    for (size_t k = common; k < n; ++k) {
+      id = push(id, s[k]);
+      chain_.push_back(id);
+    }
+    prev = &s;
+    return id;
+  }
+
+ private:
+  struct Node {
+    const Element* e;
+    uint32_t below;
+    uint32_t depth;
+    uint32_t slot;  // where the table holds it
+    bool seen;
+  };
+
+  void reset() {
+    if (nodes_.size() > (size_t{1} << 20)) {  // a rare giant: give its memory back
+      nodes_ = {};
+      slots_ = {};
+    }
+    for (size_t id = 1; id < nodes_.size(); ++id) slots_[nodes_[id].slot] = kEmpty;
+    nodes_.assign(1, Node{nullptr, kEmpty, 0, 0, false});
+    chain_.clear();
+  }
+  size_t slot(uint32_t below, const Element* e) const {
+    const uint64_t h = (reinterpret_cast<uintptr_t>(e) ^ (uint64_t{below} << 40)) * 0x9E3779B97F4A7C15ull;
+    return static_cast<size_t>(h >> 32) & (slots_.size() - 1);
+  }
+  void grow() {
+    slots_.assign(std::max<size_t>(1024, slots_.size() * 2), kEmpty);
+    for (size_t id = 1; id < nodes_.size(); ++id) {
+      size_t i = slot(nodes_[id].below, nodes_[id].e);
+      while (slots_[i] != kEmpty) i = (i + 1) & (slots_.size() - 1);
+      slots_[i] = static_cast<uint32_t>(id);
+      nodes_[id].slot = static_cast<uint32_t>(i);
+    }
+  }
+
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> slots_;  // node ids by (below, element); kEmpty: free
+  std::vector<uint32_t> chain_;  // intern(): the previous stack's prefixes
 };
 
-// Expands each stack of `work` until its top is a character class (or it is
-// empty: the grammar is complete), adding each result to `out` once. The
-// walk is iterative, and a stack met twice (a rule reached again by another
-// path, as ("a"?){0,n} does at every level) is expanded once: the cost is
-// the number of distinct stacks, not of paths to them. Limits bound both.
-void expand(const Grammar& g, std::vector<Stack>&& work, std::vector<Stack>& out) {
-  std::unordered_set<Stack, StackHash> seen;
+// Expands each stack of `work` (ids in `trie`, taken from the back) until
+// its top is a character class (or it is empty: the grammar is complete),
+// adding each result to `out` once. The walk is iterative, and a stack met
+// twice (a rule reached again by another path, as ("a"?){0,n} does at every
+// level) is expanded once: the cost is the number of distinct stacks, not
+// of paths to them, each visit O(1). Limits bound both.
+void expand(const Grammar& g, StackTrie& trie, std::vector<uint32_t>&& work, std::vector<Stack>& out) {
   size_t visits = 0;
   while (!work.empty()) {
-    Stack stack = std::move(work.back());
+    const uint32_t id = work.back();
     work.pop_back();
     if (++visits > Limits::kMaxExpansions) {
       fail(ErrorCategory::kInvalidArgument,
            "[grammar] too ambiguous: more than {} expansions for one character (limit kMaxExpansions)",
            Limits::kMaxExpansions);
     }
-    if (stack.size() > Limits::kMaxDepth) {
+    if (trie.depth(id) > Limits::kMaxDepth) {
       fail(ErrorCategory::kInvalidArgument,
            "[grammar] rules nest deeper than {} elements on one stack (limit kMaxDepth)", Limits::kMaxDepth);
     }
-    if (seen.contains(stack)) continue;
-    seen.insert(stack);
-    if (stack.empty() || stack.back()->type != Element::kRuleRef) {
-      out.push_back(std::move(stack));
-      if (out.size() > Limits::kMaxStacks) {
+    if (trie.see(id)) continue;
+    const Element* top = trie.top(id);
+    if (id == StackTrie::kEmpty || top->type != Element::kRuleRef) {
+      if (out.size() == Limits::kMaxStacks) {
         fail(ErrorCategory::kInvalidArgument,
              "[grammar] too ambiguous: more than {} ways to continue at once (limit kMaxStacks)",
              Limits::kMaxStacks);
       }
+      out.push_back(trie.to_stack(id));
       continue;
     }
-    const Element* ref = stack.back();
-    stack.pop_back();
-    if (!is_end(ref + 1)) stack.push_back(ref + 1);
+    uint32_t below = trie.below(id);
+    if (!is_end(top + 1)) below = trie.push(below, top + 1);
     // The alternatives, pushed last first so they come out in order.
-    const std::vector<Element>& rule = g.rules()[ref->value];
+    const std::vector<Element>& rule = g.rules()[top->value];
     const size_t mark = work.size();
     for (const Element* alt = rule.data();;) {
-      Stack next = stack;
-      if (!is_end(alt)) next.push_back(alt);
-      work.push_back(std::move(next));
+      work.push_back(is_end(alt) ? below : trie.push(below, alt));
       while (!is_end(alt)) ++alt;
       if (alt->type == Element::kEnd) break;
       ++alt;  // past kAlt
@@ -136,35 +222,35 @@ bool any_meets(const std::vector<Stack>& stacks, const Partial& p) {
 }  // namespace
 
 std::vector<Stack> Matcher::advance(const Grammar& g, const std::vector<Stack>& stacks, uint32_t cp) {
-  std::vector<Stack> work;
+  StackTrie& trie = StackTrie::scratch();
+  std::vector<uint32_t> work;
+  const Stack* prev = nullptr;
   for (const Stack& s : stacks) {
     if (s.empty()) continue;
     const Element* after = nullptr;
     if (!class_holds(s.back(), cp, &after)) continue;
-    Stack next(s.begin(), s.end() - 1);
-    if (!is_end(after)) next.push_back(after);
-    work.push_back(std::move(next));
+    const uint32_t below = trie.intern(s, s.size() - 1, prev);
+    work.push_back(is_end(after) ? below : trie.push(below, after));
   }
   std::reverse(work.begin(), work.end());
   std::vector<Stack> out;
-  expand(g, std::move(work), out);
+  expand(g, trie, std::move(work), out);
   return out;
 }
 
 std::vector<Stack> initial_stacks(const Grammar& g) {
   const std::vector<Element>& root = g.rules()[g.root()];
-  std::vector<Stack> work;
+  StackTrie& trie = StackTrie::scratch();
+  std::vector<uint32_t> work;
   for (const Element* alt = root.data();;) {
-    Stack s;
-    if (!is_end(alt)) s.push_back(alt);
-    work.push_back(std::move(s));
+    work.push_back(is_end(alt) ? StackTrie::kEmpty : trie.push(StackTrie::kEmpty, alt));
     while (!is_end(alt)) ++alt;
     if (alt->type == Element::kEnd) break;
     ++alt;
   }
   std::reverse(work.begin(), work.end());
   std::vector<Stack> out;
-  expand(g, std::move(work), out);
+  expand(g, trie, std::move(work), out);
   return out;
 }
 

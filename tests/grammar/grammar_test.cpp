@@ -166,6 +166,32 @@ TEST(GrammarLimits, LongChainsAndAmbiguityWithinLimitsStillMatch) {
   EXPECT_LE(m.stacks().size(), 202u);
 }
 
+// Stacks that grow a level per character and pass a long chain of rules at
+// each level: the matcher keeps one character's stacks as a trie of shared
+// nodes; what it accepts must be exactly x^n y^m, m <= n (each "x" but the
+// last leaves a b that takes one "y" or none).
+TEST(GrammarLimits, DeepStacksThroughLongChainsMatchExactly) {
+  std::string text = "root ::= a\na ::= \"x\" a b | \"x\"\nb ::= r0\n";
+  for (int i = 0; i < 50; ++i) text += fmt::format("r{} ::= r{}\n", i, i + 1);
+  text += "r50 ::= \"y\" | \"\"\n";
+  const auto g = Grammar::parse(text);
+  const std::string xs(100, 'x');
+  EXPECT_TRUE(matches(g, xs));
+  EXPECT_TRUE(matches(g, xs + std::string(99, 'y')));
+  EXPECT_TRUE(matches(g, xs + std::string(57, 'y')));
+  EXPECT_FALSE(matches(g, xs + std::string(100, 'y')));
+  EXPECT_FALSE(matches(g, xs + "yx"));
+  Matcher m(g);
+  m.accept(xs);
+  // "x" by either alternative of a, "y" for each of the 99 b's, or the end.
+  EXPECT_EQ(m.stacks().size(), 102u);
+  EXPECT_TRUE(m.can_end());
+  // A stack deeper than kMaxDepth is refused, not followed.
+  Matcher deep(Grammar::parse("root ::= a\na ::= \"x\" a \"y\" | \"x\"\n"));
+  EXPECT_NO_THROW(deep.accept(std::string(1000, 'x')));
+  EXPECT_THROW(deep.accept(std::string(100, 'x')), Error);
+}
+
 // Rules that can be empty are found in one pass over the grammar, whatever
 // the order rules come in: a chain of 60,000 nullable rules, the last first.
 TEST(GrammarLimits, NullableChainsAreLinear) {
