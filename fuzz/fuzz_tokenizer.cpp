@@ -39,7 +39,7 @@ const std::vector<Tokenizer>& vocabularies() {
   static const std::vector<Tokenizer> all = [] {
     std::vector<Tokenizer> out;
     for (const char* name : {"llama-spm", "gpt-2", "deepseek-llm", "falcon", "mpt", "phi-3",
-                             "starcoder", "deepseek-coder"}) {
+                             "starcoder", "deepseek-coder", "bert-bge", "albert-ugm"}) {
       const auto path = fixture_dir() / (std::string("ggml-vocab-") + name + ".gguf");
       require(std::filesystem::exists(path), "a vocabulary of tests/fixtures/tokenizer is missing");
       out.push_back(Tokenizer::from_gguf(tessera::gguf::File::open(path)));

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -42,5 +44,41 @@ void bpe_tokenize(const Vocab& vocab, const RegexSplitter& splitter, std::string
 // WordPiece (bert): any bytes; normalized and split into words as BERT does,
 // each word matched greedily, longest piece first.
 void wpm_tokenize(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out);
+
+// Token texts in a byte trie: each node's edges contiguous and sorted.
+struct ByteTrie {
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Node {
+    uint32_t first_edge = 0, n_edges = 0;
+    TokenId token = kNoToken;  // the token whose text ends here
+  };
+  struct Edge {
+    uint8_t byte;
+    uint32_t child;
+  };
+  std::vector<Node> nodes;  // nodes[0]: the root
+  std::vector<Edge> edges;
+
+  static ByteTrie build(const std::vector<std::string>& texts, const std::vector<TokenId>& ids);
+  uint32_t child(uint32_t node, uint8_t byte) const;  // kNone when there is none
+  size_t path_length(std::string_view s) const;       // bytes of s the trie's edges follow
+};
+
+// Unigram (t5): what the Viterbi walk reads, built at load.
+struct UgmTables {
+  std::vector<uint32_t> xcda;  // the charsmap's double array
+  std::string replacements;    // its NUL-ended replacement strings
+  ByteTrie pieces;             // normal, user-defined and unused tokens
+  ByteTrie user_defined;       // kept whole by the normalizer
+  double unknown_score = 0;    // the lowest normal score, less 10
+};
+
+// Throws Error(kInvalidFile) for a charsmap a match could leave (its double
+// array, or a replacement past its strings).
+UgmTables build_ugm_tables(const Vocab& vocab, std::string_view precompiled_charsmap);
+
+// Unigram (t5): any bytes; normalized as the vocabulary says, then the
+// segmentation of highest total score. Never throws on its input.
+void ugm_tokenize(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out);
 
 }  // namespace tessera::text

@@ -4,6 +4,7 @@ list(APPEND TESSERA_TEXT_SOURCES
   text/pre_tokenizer.cpp
   text/spm.cpp
   text/tokenizer.cpp
+  text/ugm.cpp
   text/unicode.cpp
   text/vocab.cpp
   text/wpm.cpp

@@ -181,6 +181,8 @@ std::vector<TokenId> Tokenizer::tokenize(std::string_view text, bool add_special
       text::spm_tokenize(v, buffer, out);
     } else if (v.model == TokenizerModel::kWpm) {
       text::wpm_tokenize(v, raw, out);
+    } else if (v.model == TokenizerModel::kUgm) {
+      text::ugm_tokenize(v, raw, out);
     } else {
       text::bpe_tokenize(v, *impl_->splitter, text::sanitize_utf8(raw), out);
     }

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 
+#include "models.h"
 #include "pre_tokenizer.h"
 #include "tessera/core/error.h"
 #include "tessera/gguf/gguf.h"
@@ -26,6 +27,8 @@ constexpr std::string_view kAddPrefixKey = "tokenizer.ggml.add_space_prefix";
 constexpr std::string_view kAddSepKey = "tokenizer.ggml.add_sep_token";
 constexpr std::string_view kLowercaseKey = "tokenizer.ggml.normalizer.lowercase";
 constexpr std::string_view kStripAccentsKey = "tokenizer.ggml.normalizer.strip_accents";
+constexpr std::string_view kRemoveSpacesKey = "tokenizer.ggml.remove_extra_whitespaces";
+constexpr std::string_view kCharsmapKey = "tokenizer.ggml.precompiled_charsmap";
 constexpr uint64_t kMaxIds = static_cast<uint64_t>(std::numeric_limits<TokenId>::max());
 
 // Tokens that end a turn. llama.cpp finds them by text because converters
@@ -223,6 +226,8 @@ void load_special_ids(const Loader& in, const PreSpec* pre, Vocab& v) {
     v.bos = 1, v.eos = 2, v.unk = 0;
   } else if (v.model == TokenizerModel::kWpm) {
     v.bos = 101, v.unk = 100, v.sep = 102, v.pad = 0;  // [CLS], [UNK], [SEP], [PAD]
+  } else if (v.model == TokenizerModel::kUgm) {
+    v.eos = 1, v.unk = 2, v.pad = 0;  // T5's </s>, <unk>, <pad>; no BOS
   } else {
     v.bos = 11, v.eos = 11;  // falcon's <|endoftext|>, llama.cpp's BPE default
     if (pre != nullptr && pre->no_bos) v.bos = kNoToken;
@@ -264,6 +269,28 @@ void load_flags(const Loader& in, const PreSpec* pre, Vocab& v) {
     if (v.bos == kNoToken) in.bad(kModelKey, "found \"bert\" without a [CLS] token (id 101 or bos_token_id)");
     if (v.sep == kNoToken) in.bad(kModelKey, "found \"bert\" without a [SEP] token (id 102 or seperator_token_id)");
     for (const std::string& t : v.texts) v.max_token_bytes = std::max(v.max_token_bytes, t.size());
+    return;
+  }
+  if (v.model == TokenizerModel::kUgm) {
+    // llama.cpp: EOS closes a text, no BOS, no space prefix, spaces kept,
+    // unless the file says otherwise (XLM-RoBERTa's: <s> text </s>).
+    v.add_bos = in.boolean(kAddBosKey).value_or(false);
+    v.add_eos = in.boolean(kAddEosKey).value_or(true);
+    v.add_space_prefix = in.boolean(kAddPrefixKey).value_or(false);
+    v.remove_extra_whitespaces = in.boolean(kRemoveSpacesKey).value_or(false);
+    if (v.unk == kNoToken) in.bad(kModelKey, "found \"t5\" without an unknown token (id 2 or unknown_token_id)");
+    if (v.add_bos && v.bos == kNoToken)
+      in.bad(kAddBosKey, "found true, expected a BOS token id to add");
+    if (v.add_eos && v.eos == kNoToken)
+      in.bad(kAddEosKey, "found true, expected an EOS token id to add");
+    std::string_view charsmap;
+    if (const gguf::ArrayView* map = in.array(kCharsmapKey)) {
+      const ValueType t = map->element_type();
+      in.expect_elements(kCharsmapKey, *map, t == ValueType::kU8 || t == ValueType::kI8, "u8");
+      const std::span<const uint8_t> bytes = map->raw_bytes();
+      charsmap = std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
+    v.ugm = std::make_shared<const UgmTables>(build_ugm_tables(v, charsmap));
     return;
   }
   const bool spm = v.model == TokenizerModel::kSpm;
@@ -371,10 +398,12 @@ Vocab load_vocab(const gguf::File& file) {
     v.model = TokenizerModel::kBpe;
   } else if (*model == "bert") {
     v.model = TokenizerModel::kWpm;
+  } else if (*model == "t5") {
+    v.model = TokenizerModel::kUgm;
   } else {
     fail(ErrorCategory::kUnsupported,
-         "[tokenizer {} {}] found \"{}\", expected \"llama\", \"gpt2\" or \"bert\"", file.name(),
-         kModelKey, *model);
+         "[tokenizer {} {}] found \"{}\", expected \"llama\", \"gpt2\", \"bert\" or \"t5\"",
+         file.name(), kModelKey, *model);
   }
 
   v.pre_name = std::string(in.string(kPreKey).value_or("default"));

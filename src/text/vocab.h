@@ -5,6 +5,7 @@
 #include <array>
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -19,6 +20,7 @@ class File;
 namespace tessera::text {
 
 struct PreSpec;
+struct UgmTables;
 
 struct TextHash {
   using is_transparent = void;
@@ -60,6 +62,10 @@ struct Vocab {
   bool lowercase = true;
   bool strip_accents = true;
   size_t max_token_bytes = 0;
+  // t5 (Unigram): SentencePiece's remove_extra_whitespaces, and the tables
+  // from the pieces and tokenizer.ggml.precompiled_charsmap.
+  bool remove_extra_whitespaces = false;
+  std::shared_ptr<const UgmTables> ugm;
 
   size_t size() const { return texts.size(); }
   TokenId find(std::string_view text) const {

@@ -212,6 +212,7 @@ struct VocabFact {
 };
 
 const std::map<std::string, VocabFact, std::less<>> kVocabFacts = {
+    {"ggml-vocab-albert-ugm.gguf", {"bert", 970795, "t5", "default", 30000, 0}},
     {"ggml-vocab-bert-bge.gguf", {"bert", 627549, "bert", "bert-bge", 30522, 0}},
     {"ggml-vocab-deepseek-coder.gguf", {"llama", 1156067, "gpt2", "deepseek-coder", 32256, 31757}},
     {"ggml-vocab-deepseek-llm.gguf", {"llama", 3970167, "gpt2", "deepseek-llm", 102400, 99757}},

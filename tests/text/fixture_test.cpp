@@ -58,12 +58,13 @@ std::optional<gguf::File> open_vocab(const std::string& name) {
 }
 
 // Every case's ids exactly the expected ones.
-void expect_fixture_ids(const std::string& name) {
+// n_cases: llama.cpp's 46, or more where a fixture of ours adds its own.
+void expect_fixture_ids(const std::string& name, size_t n_cases = 46) {
   const std::optional<gguf::File> file = open_vocab(name);
   ASSERT_TRUE(file);
   const Tokenizer tok = Tokenizer::from_gguf(*file);
   const std::vector<Case> cases = read_cases(name);
-  ASSERT_EQ(cases.size(), 46u);
+  ASSERT_EQ(cases.size(), n_cases);
   size_t passed = 0;
   for (const Case& c : cases) {
     const std::vector<TokenId> got = tok.tokenize(c.input, /*add_special=*/false);
@@ -116,6 +117,62 @@ INSTANTIATE_TEST_SUITE_P(Vocab, TokenizerFixture, ::testing::ValuesIn(kVocabs),
                            for (char& c : n) c = c == '-' ? '_' : c;
                            return n;
                          });
+
+// Unigram (t5; ALBERT's 30k-clean SentencePiece model with its nmt_nfkc
+// charsmap, written by scripts/spm-to-gguf.py): the ids exactly llama.cpp's
+// (bench/tok_fixture.sh) on the 46 cases and 9 of ours (charsmap
+// replacements, malformed UTF-8, whitespace runs, scripts, a long text).
+// Text comes back normalized (NFKC, spaces merged),
+// so tokenizing the detokenized text gives the same ids again wherever no
+// piece was unknown; with special tokens, as the vocabulary adds them.
+TEST(TokenizerFixtureUgm, MatchesExpectedIdsExactly) { expect_fixture_ids("albert-ugm", 55); }
+
+TEST(TokenizerFixtureUgm, DetokenizedTextTokenizesAlike) {
+  const std::optional<gguf::File> file = open_vocab("albert-ugm");
+  ASSERT_TRUE(file);
+  const Tokenizer tok = Tokenizer::from_gguf(*file);
+  EXPECT_EQ(tok.model(), TokenizerModel::kUgm);
+  int checked = 0;
+  for (const Case& c : read_cases("albert-ugm")) {
+    const std::vector<TokenId> ids = tok.tokenize(c.input, false);
+    if (std::find(ids.begin(), ids.end(), tok.unk()) != ids.end()) continue;
+    ++checked;
+    EXPECT_EQ(tok.tokenize(tok.detokenize(ids), false), ids) << "'" << escaped(c.input) << "'";
+    const std::vector<TokenId> with = tok.tokenize(c.input, true);
+    ASSERT_EQ(with.size(), ids.size() + 2);
+    EXPECT_EQ(with.front(), tok.bos());
+    EXPECT_EQ(with.back(), tok.eos());
+  }
+  EXPECT_GE(checked, 10);
+}
+
+// Unigram on a small vocabulary: the segmentation of highest total score
+// (not the longest first piece), a run of unknown code points one <unk>,
+// user-defined pieces scored 0, a space put in front and runs of spaces
+// merged as the file says, the charsmap's replacement applied.
+TEST(TokenizerUgm, ViterbiNormalizationAndCharsmap) {
+  // ids 3.. : ▁ab ▁a b c ▁ ▁x
+  const std::vector<UgmPiece> pieces = {
+      {"\xE2\x96\x81" "ab", -5.0f}, {"\xE2\x96\x81" "a", -1.0f}, {"b", -1.0f},
+      {"c", -1.0f}, {"\xE2\x96\x81", -3.0f}, {"\xE2\x96\x81" "x", -2.0f, 4}};
+  gguf::Writer w = ugm_writer(pieces);
+  w.set_bool("tokenizer.ggml.add_space_prefix", true);
+  w.set_bool("tokenizer.ggml.remove_extra_whitespaces", true);
+  const Tokenizer tok = tokenizer_from(std::move(w));
+  EXPECT_EQ(tok.model(), TokenizerModel::kUgm);
+  using Ids = std::vector<TokenId>;
+  EXPECT_EQ(tok.tokenize("ab", false), (Ids{4, 5}));       // -2 beats ▁ab's -5
+  EXPECT_EQ(tok.tokenize("  ab   c ", false), (Ids{4, 5, 7, 6}));
+  EXPECT_EQ(tok.tokenize("a\xC3\xA9\xC3\xA9" "b", false), (Ids{4, 2, 5}));  // éé: one <unk>
+  EXPECT_EQ(tok.tokenize("ab", true), (Ids{4, 5, 1}));     // </s> added, no BOS
+  // ▁x is user-defined: split out of the text, as llama.cpp does, and kept whole.
+  EXPECT_EQ(tok.tokenize("a\xE2\x96\x81" "x", false), (Ids{4, 8}));
+  EXPECT_EQ(tok.tokenize("", false), Ids{});
+  // The charsmap: "a" normalizes to "b".
+  const Tokenizer mapped = tokenizer_from(ugm_writer(pieces, a_to_b_charsmap(2, 0)));
+  EXPECT_EQ(mapped.tokenize("a", false), Ids{5});  // no space prefix in this file
+  EXPECT_EQ(mapped.tokenize("cac", false), (Ids{6, 5, 6}));
+}
 
 // WordPiece (bert-bge: lower-cased, accents stripped): the ids exactly
 // llama.cpp's; text comes back normalized, not byte for byte, so instead

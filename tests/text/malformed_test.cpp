@@ -50,10 +50,36 @@ const Bad kBad[] = {
     {"unknown model",
      [] {
        gguf::Writer w = spm();
-       w.set_string("tokenizer.ggml.model", "t5");
+       w.set_string("tokenizer.ggml.model", "rwkv");
        return w;
      },
-     ErrorCategory::kUnsupported, "found \"t5\", expected \"llama\", \"gpt2\" or \"bert\""},
+     ErrorCategory::kUnsupported, "found \"rwkv\", expected \"llama\", \"gpt2\", \"bert\" or \"t5\""},
+    {"t5 without an unknown token",
+     [] {
+       gguf::Writer w = ugm_writer({});
+       w.set_u32("tokenizer.ggml.unknown_token_id", 0xFFFFFFFFu);  // "none"
+       return w;
+     },
+     ErrorCategory::kInvalidFile, "without an unknown token"},
+    {"t5 charsmap not bytes",
+     [] {
+       gguf::Writer w = ugm_writer({});
+       w.set_array_i32("tokenizer.ggml.precompiled_charsmap", std::vector<int32_t>{4, 0, 0});
+       return w;
+     },
+     ErrorCategory::kInvalidFile, "found array of i32, expected array of u8"},
+    {"t5 charsmap shorter than its header",
+     [] { return ugm_writer({}, std::vector<uint8_t>{1, 0}); },
+     ErrorCategory::kInvalidFile, "found fewer than 4 bytes"},
+    {"t5 charsmap array past its end",
+     [] { return ugm_writer({}, std::vector<uint8_t>{8, 0, 0, 0, 1, 2, 3, 4}); },
+     ErrorCategory::kInvalidFile, "a multiple of 4 that fits"},
+    {"t5 charsmap leaf past the array",
+     [] { return ugm_writer({}, a_to_b_charsmap(/*value_at=*/300, 0)); },
+     ErrorCategory::kInvalidFile, "pointing past the double array"},
+    {"t5 charsmap replacement past its strings",
+     [] { return ugm_writer({}, a_to_b_charsmap(2, /*offset=*/1000)); },
+     ErrorCategory::kInvalidFile, "outside the 2 bytes of NUL-ended strings"},
     {"bert without a CLS token",
      [] {
        gguf::Writer w = spm();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -119,6 +120,52 @@ inline gguf::Writer wpm_writer(const std::vector<std::string>& pieces) {
   w.set_array_strings("tokenizer.ggml.tokens", tokens);
   w.set_array_i32("tokenizer.ggml.token_type", types);
   return w;
+}
+
+// A t5 (Unigram) vocabulary: <pad> </s> <unk>, then `pieces` (type, score)
+// as given, and the charsmap when one is given.
+struct UgmPiece {
+  std::string text;
+  float score = -1.0f;
+  int32_t type = 1;  // normal
+};
+inline gguf::Writer ugm_writer(const std::vector<UgmPiece>& pieces,
+                               std::optional<std::vector<uint8_t>> charsmap = std::nullopt) {
+  std::vector<std::string> tokens = {"<pad>", "</s>", "<unk>"};
+  std::vector<float> scores = {0.0f, 0.0f, 0.0f};
+  std::vector<int32_t> types = {3, 3, 2};
+  for (const UgmPiece& p : pieces) {
+    tokens.push_back(p.text);
+    scores.push_back(p.score);
+    types.push_back(p.type);
+  }
+  gguf::Writer w;
+  w.set_string("general.architecture", "t5");
+  w.set_string("tokenizer.ggml.model", "t5");
+  w.set_array_strings("tokenizer.ggml.tokens", tokens);
+  w.set_array_f32("tokenizer.ggml.scores", scores);
+  w.set_array_i32("tokenizer.ggml.token_type", types);
+  if (charsmap) w.set_array<uint8_t>("tokenizer.ggml.precompiled_charsmap", *charsmap);
+  return w;
+}
+
+// A precompiled charsmap whose double array maps "a" to "b": the root's
+// BASE 1 puts its child by 'a' at 1 ^ 0x61 = 96, a leaf whose BASE leads to
+// entry `value_at` (96 ^ BASE), holding the replacement's offset into the
+// strings "b\0".
+inline std::vector<uint8_t> a_to_b_charsmap(uint32_t value_at, uint32_t offset) {
+  std::vector<uint32_t> a(256, 0);
+  a[0] = 1u << 10;                                          // root: BASE 1
+  a[96] = ((96u ^ value_at) << 10) | (1u << 8) | 0x61u;     // 'a', a leaf
+  if (value_at < a.size()) a[value_at] = (1u << 31) | offset;  // the value entry
+  std::vector<uint8_t> out(4);
+  const uint32_t blob = static_cast<uint32_t>(a.size() * 4);
+  std::memcpy(out.data(), &blob, 4);
+  out.resize(4 + blob);
+  std::memcpy(out.data() + 4, a.data(), blob);
+  out.push_back('b');
+  out.push_back('\0');
+  return out;
 }
 
 inline gguf::Writer bpe_writer(const std::vector<std::string>& extra,

@@ -54,6 +54,7 @@ enum class TokenizerModel {
   kSpm,  // tokenizer.ggml.model = "llama"
   kBpe,  // tokenizer.ggml.model = "gpt2"
   kWpm,  // tokenizer.ggml.model = "bert" (WordPiece)
+  kUgm,  // tokenizer.ggml.model = "t5" (Unigram: T5, XLM-RoBERTa)
 };
 
 // Bytes [begin, begin + size) of a text.
