@@ -95,11 +95,11 @@ bool is_moe(const SynthShape& s) {
 
 // bert: llama.cpp's BERT layout (token types, absolute positions,
 // post-norm LayerNorms with biases, biases on every projection).
-std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab) {
+std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab, int64_t n_token_types) {
   const bool nomic = s.arch == "nomic-bert";
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
-  t.push_back({"token_types.weight", {s.n_embd, 2}, Fill::kF32Weights});
+  t.push_back({"token_types.weight", {s.n_embd, n_token_types}, Fill::kF32Weights});
   if (!nomic) t.push_back({"position_embd.weight", {s.n_embd, s.n_ctx}, Fill::kWeights});
   t.push_back({"token_embd_norm.weight", {s.n_embd}, Fill::kNorm});
   t.push_back({"token_embd_norm.bias", {s.n_embd}, Fill::kF32Weights});
@@ -134,8 +134,9 @@ std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab) {
   return t;
 }
 
-std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab) {
-  if (s.arch == "bert" || s.arch == "nomic-bert") return bert_tensors_of(s, n_vocab);
+// n_token_types: the vocabulary's tokenizer.ggml.token_type_count (bert).
+std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab, int64_t n_token_types = 2) {
+  if (s.arch == "bert" || s.arch == "nomic-bert") return bert_tensors_of(s, n_vocab, n_token_types);
   const int64_t head = head_dim(s), q = head * s.n_head, kv = head * s.n_head_kv;
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
@@ -390,15 +391,20 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
   }
 
   int64_t n_vocab = s.n_vocab;
+  int64_t n_token_types = 2;  // BERT's; XLM-RoBERTa's vocabularies say 1
   if (!o.vocab.empty()) {
-    n_vocab = copy_tokenizer(gguf::File::open(o.vocab), w, n_vocab);
+    const gguf::File vocab = gguf::File::open(o.vocab);
+    n_vocab = copy_tokenizer(vocab, w, n_vocab);
+    if (const gguf::Value* types = vocab.find("tokenizer.ggml.token_type_count")) {
+      if (types->is_integer()) n_token_types = std::clamp<int64_t>(types->u32(), 1, 16);
+    }
   } else if (n_vocab == 0) {
     fail(ErrorCategory::kInvalidArgument,
          "[synth] shape '{}' takes its vocabulary size from --vocab, found none", s.name);
   }
   w.set_u32(key("vocab_size"), static_cast<uint32_t>(n_vocab));
 
-  const std::vector<TensorSpec> specs = tensors_of(s, n_vocab);
+  const std::vector<TensorSpec> specs = tensors_of(s, n_vocab, n_token_types);
   const int threads = default_tool_threads(o.threads);
   for (size_t ti = 0; ti < specs.size(); ++ti) {
     const TensorSpec& t = specs[ti];

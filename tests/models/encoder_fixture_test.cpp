@@ -68,7 +68,7 @@ void PrintTo(const TierCase& c, std::ostream* os) { *os << c.name << " on " << c
 
 std::vector<TierCase> all_cases() {
   std::vector<TierCase> out;
-  for (const char* name : {"bert", "nomic_bert"}) {
+  for (const char* name : {"bert", "nomic_bert", "xlm_roberta"}) {
     for (cpu::Isa isa : cpu::kAllIsas) out.push_back({name, isa});
   }
   return out;
