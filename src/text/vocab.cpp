@@ -29,6 +29,7 @@ constexpr std::string_view kLowercaseKey = "tokenizer.ggml.normalizer.lowercase"
 constexpr std::string_view kStripAccentsKey = "tokenizer.ggml.normalizer.strip_accents";
 constexpr std::string_view kRemoveSpacesKey = "tokenizer.ggml.remove_extra_whitespaces";
 constexpr std::string_view kCharsmapKey = "tokenizer.ggml.precompiled_charsmap";
+constexpr uint64_t kMaxCharsmapBytes = uint64_t{4} << 20;
 constexpr uint64_t kMaxIds = static_cast<uint64_t>(std::numeric_limits<TokenId>::max());
 
 // Tokens that end a turn. llama.cpp finds them by text because converters
@@ -287,6 +288,9 @@ void load_flags(const Loader& in, const PreSpec* pre, Vocab& v) {
     if (const gguf::ArrayView* map = in.array(kCharsmapKey)) {
       const ValueType t = map->element_type();
       in.expect_elements(kCharsmapKey, *map, t == ValueType::kU8 || t == ValueType::kI8, "u8");
+      // Published ones are under 400 KiB; the check at load visits each entry once.
+      if (map->size() > kMaxCharsmapBytes)
+        in.bad(kCharsmapKey, "found {} bytes, expected at most {}", map->size(), kMaxCharsmapBytes);
       const std::span<const uint8_t> bytes = map->raw_bytes();
       charsmap = std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     }

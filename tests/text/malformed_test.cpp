@@ -68,6 +68,9 @@ const Bad kBad[] = {
        return w;
      },
      ErrorCategory::kInvalidFile, "found array of i32, expected array of u8"},
+    {"t5 charsmap over 4 MiB",
+     [] { return ugm_writer({}, std::vector<uint8_t>((size_t{4} << 20) + 1, 0)); },
+     ErrorCategory::kInvalidFile, "found 4194305 bytes, expected at most 4194304"},
     {"t5 charsmap shorter than its header",
      [] { return ugm_writer({}, std::vector<uint8_t>{1, 0}); },
      ErrorCategory::kInvalidFile, "found fewer than 4 bytes"},
