@@ -3,10 +3,12 @@
 // node-llama-cpp's prebuilt libllama (bench/llamacpp_api.h), as
 // bench/embd_fixture.sh runs it.
 //
-//   embd_fixture MODEL OUT_PREFIX BACKEND_DIR
+//   embd_fixture MODEL OUT_PREFIX BACKEND_DIR [decode]
 // tokenizes each text below with llama.cpp's tokenizer (special tokens
 // added: [CLS] ... [SEP]), encodes it alone (one llama_encode, every token
-// an output) and writes the pooled embedding llama.cpp returns (the model's
+// an output; with `decode`, a decoder that embeds such as Qwen3-Embedding,
+// one llama_decode, whose attention stays causal: llama_encode's is not)
+// and writes the pooled embedding llama.cpp returns (the model's
 // pooling type, not normalized) to OUT_PREFIX.embd.f32 ([n_texts][n_embd]
 // f32); prints the JSON body of the fixture (texts, their ids, pooling,
 // n_embd) on stdout. A reranker (rank pooling) scores (query, document)
@@ -45,10 +47,11 @@ static int append_tokens(const void* vocab, const char* text, llama_token* tok, 
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    fprintf(stderr, "usage: %s MODEL OUT_PREFIX BACKEND_DIR\n", argv[0]);
+  if (argc != 4 && !(argc == 5 && strcmp(argv[4], "decode") == 0)) {
+    fprintf(stderr, "usage: %s MODEL OUT_PREFIX BACKEND_DIR [decode]\n", argv[0]);
     return 2;
   }
+  const int decode = argc == 5;
   ggml_backend_load_all_from_path(argv[3]);
   llama_backend_init();
   void* model = llama_model_load_from_file(argv[1], llama_model_default_params());
@@ -118,8 +121,8 @@ int main(int argc, char** argv) {
     }
     llama_memory_clear(llama_get_memory(ctx), true);
     struct llama_batch b = {n, tok, NULL, pos, n_seq, seq_ids, out};
-    if (llama_encode(ctx, b) != 0) {
-      fprintf(stderr, "embd_fixture: llama_encode failed on text %d\n", t);
+    if ((decode ? llama_decode(ctx, b) : llama_encode(ctx, b)) != 0) {
+      fprintf(stderr, "embd_fixture: llama_%s failed on text %d\n", decode ? "decode" : "encode", t);
       return 1;
     }
     const float* e = llama_get_embeddings_seq(ctx, 0);

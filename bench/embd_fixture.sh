@@ -25,7 +25,7 @@ out="$here/tests/fixtures/archs"
 "$BUILD/bin/tessera" synth --shape "$shape" --type f16 --std "$std" --seed "$seed" \
   --vocab "$vocab" -o "$out/$name.gguf"
 arch="$(set +o pipefail; strings -n 3 "$out/$name.gguf" | grep -m1 -A1 '^general.architecture$' | tail -1)"
-body="$("$exe" "$out/$name.gguf" "$out/$name" "$bins")"
+body="$("$exe" "$out/$name.gguf" "$out/$name" "$bins" ${DECODE:+decode})"
 {
   echo "{"
   echo "  \"architecture\": \"$arch\","

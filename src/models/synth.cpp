@@ -47,6 +47,12 @@ constexpr SynthShape kShapes[] = {
     // Rerankers: bge-reranker-base's BERT layout with its one-label head, and a fixture's.
     {"bge-reranker-base", 768, 12, 12, 12, 3072, 0, 512, 10000.0f, true, "bert", 0, 0, 0, 0, 0, 0.0f, 0, true},
     {"bert-tiny-rerank", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "bert", 0, 0, 0, 0, 0, 0.0f, 0, true},
+    // Qwen3-Embedding-0.6B as published (qwen3: q/k norms, 128-wide heads, tied embeddings;
+    // last-token pooling), and a fixture's.
+    {"qwen3-embedding-0.6b", 1024, 28, 16, 8, 3072, 151669, 32768, 1000000.0f, true, "qwen3", 128,
+     0, 0, 0, 0, 0.0f, 0, false, 3},
+    {"qwen3-embedding-tiny", 64, 2, 4, 2, 128, 0, 2048, 1000000.0f, true, "qwen3", 32, 0, 0, 0, 0, 0.0f, 0,
+     false, 3},
     // nomic-embed-text-v1.5 as published (RoPE base 1000, SwiGLU), and a fixture's.
     {"nomic-embed-text-v1.5", 768, 12, 12, 12, 3072, 0, 2048, 1000.0f, true, "nomic-bert"},
     {"nomic-bert-tiny", 32, 2, 4, 4, 64, 0, 2048, 1000.0f, true, "nomic-bert"},  // fixtures
@@ -159,7 +165,7 @@ std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab, int64_t
       t.push_back({b("attn_output"), {s.n_embd}, Fill::kF32Weights});
       t.push_back({n("attn_sinks"), {s.n_head}, Fill::kF32Weights});
     }
-    if (s.arch == "qwen3moe") {
+    if (s.arch == "qwen3moe" || s.arch == "qwen3") {
       t.push_back({n("attn_q_norm"), {head}, Fill::kNorm});
       t.push_back({n("attn_k_norm"), {head}, Fill::kNorm});
     }
@@ -211,14 +217,14 @@ uint64_t tensor_bytes(const TensorSpec& t, DType type) {
 
 void check_options(const SynthOptions& o) {
   const SynthShape& s = o.shape;
-  if (s.arch != "llama" && s.arch != "qwen3moe" && s.arch != "qwen2moe" && s.arch != "gpt-oss" &&
-      s.arch != "olmoe" && s.arch != "bert" && s.arch != "nomic-bert") {
+  if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "qwen3moe" && s.arch != "qwen2moe" &&
+      s.arch != "gpt-oss" && s.arch != "olmoe" && s.arch != "bert" && s.arch != "nomic-bert") {
     fail(ErrorCategory::kInvalidArgument,
-         "[synth] shape '{}': found architecture '{}', expected llama, qwen3moe, qwen2moe, gpt-oss, olmoe, bert "
-         "or nomic-bert",
+         "[synth] shape '{}': found architecture '{}', expected llama, qwen3, qwen3moe, qwen2moe, gpt-oss, olmoe, "
+         "bert or nomic-bert",
          s.name, s.arch);
   }
-  if (s.arch != "llama" && s.arch != "bert" && s.arch != "nomic-bert" && s.n_expert == 0) {
+  if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "bert" && s.arch != "nomic-bert" && s.n_expert == 0) {
     fail(ErrorCategory::kInvalidArgument, "[synth] shape '{}': a {} shape needs experts", s.name, s.arch);
   }
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
@@ -367,7 +373,8 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
     if (s.rerank) w.set_array_strings(key("classifier.output_labels"), std::vector<std::string>{"LABEL_0"});
   }
   if (s.arch != "bert") w.set_f32(key("rope.freq_base"), s.rope_base);
-  if (s.arch == "qwen3moe" || s.arch == "gpt-oss") {
+  if (s.pooling > 0) w.set_u32(key("pooling_type"), s.pooling);
+  if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gpt-oss") {
     w.set_u32(key("attention.key_length"), static_cast<uint32_t>(head_dim(s)));
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(head_dim(s)));
   } else if (s.arch != "bert") {

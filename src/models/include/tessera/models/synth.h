@@ -25,13 +25,14 @@ struct SynthShape {
   uint32_t n_ctx;
   float rope_base;
   bool tied_output;  // no output.weight: the head reads token_embd (Llama 3.2 1B)
-  std::string_view arch = "llama";  // llama, qwen3moe, qwen2moe, gpt-oss, olmoe or bert
+  std::string_view arch = "llama";  // llama, qwen3, qwen3moe, qwen2moe, gpt-oss, olmoe, bert or nomic-bert
   int64_t head_dim = 0;             // 0: n_embd / n_head
   int64_t n_expert = 0, n_expert_used = 0, n_ff_exp = 0;  // experts (qwen3moe, qwen2moe, llama, gpt-oss)
   int64_t sliding_window = 0;   // gpt-oss: every other layer's window
   float yarn_factor = 0.0f;     // > 0: rope.scaling.type yarn with this factor ...
   uint32_t yarn_orig_ctx = 0;   // ... over this original context
   bool rerank = false;          // bert: a classifier head (cls, cls.output) and rank pooling
+  uint32_t pooling = 0;         // > 0: {arch}.pooling_type (a decoder that embeds: 3, last)
 };
 
 // tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny, qwen3-30b-a3b,
