@@ -3,12 +3,14 @@
 // node-llama-cpp's prebuilt libllama (bench/llamacpp_api.h), as
 // bench/embd_fixture.sh runs it.
 //
-//   embd_fixture MODEL OUT_PREFIX BACKEND_DIR [decode]
+//   embd_fixture MODEL OUT_PREFIX BACKEND_DIR [decode | tokens]
 // tokenizes each text below with llama.cpp's tokenizer (special tokens
 // added: [CLS] ... [SEP]), encodes it alone (one llama_encode, every token
 // an output; with `decode`, a decoder that embeds such as Qwen3-Embedding,
-// one llama_decode, whose attention stays causal: llama_encode's is not)
-// and writes the pooled embedding llama.cpp returns (the model's
+// one llama_decode, whose attention stays causal: llama_encode's is not;
+// with `tokens`, the context's pooling set to none: every token's state is
+// written, [all texts' tokens][n_embd], to OUT_PREFIX.tokens.embd.f32, and
+// nothing printed) and writes the pooled embedding llama.cpp returns (the model's
 // pooling type, not normalized) to OUT_PREFIX.embd.f32 ([n_texts][n_embd]
 // f32); prints the JSON body of the fixture (texts, their ids, pooling,
 // n_embd) on stdout. A reranker (rank pooling) scores (query, document)
@@ -47,11 +49,12 @@ static int append_tokens(const void* vocab, const char* text, llama_token* tok, 
 }
 
 int main(int argc, char** argv) {
-  if (argc != 4 && !(argc == 5 && strcmp(argv[4], "decode") == 0)) {
-    fprintf(stderr, "usage: %s MODEL OUT_PREFIX BACKEND_DIR [decode]\n", argv[0]);
+  if (argc != 4 && !(argc == 5 && (strcmp(argv[4], "decode") == 0 || strcmp(argv[4], "tokens") == 0))) {
+    fprintf(stderr, "usage: %s MODEL OUT_PREFIX BACKEND_DIR [decode | tokens]\n", argv[0]);
     return 2;
   }
-  const int decode = argc == 5;
+  const int decode = argc == 5 && strcmp(argv[4], "decode") == 0;
+  const int tokens = argc == 5 && strcmp(argv[4], "tokens") == 0;
   ggml_backend_load_all_from_path(argv[3]);
   llama_backend_init();
   void* model = llama_model_load_from_file(argv[1], llama_model_default_params());
@@ -73,14 +76,26 @@ int main(int argc, char** argv) {
   u[6] = kCtx;
   u[7] = 1;
   u[8] = 1;
+  if (tokens) {
+    // The enums after the thread counts (an optional context type, then
+    // rope scaling, pooling, ...) default to -1 from rope scaling on:
+    // pooling follows the first -1. Checked below.
+    int k = 9;
+    while (k < 16 && u[k] != 0xFFFFFFFFu) ++k;
+    u[k + 1] = 0;  // LLAMA_POOLING_TYPE_NONE
+  }
   void* ctx = llama_init_from_model(model, cp);
   if (ctx == NULL) {
     fprintf(stderr, "embd_fixture: no context\n");
     return 1;
   }
+  if (tokens && llama_pooling_type(ctx) != 0) {
+    fprintf(stderr, "embd_fixture: could not set pooling none (the context params' layout)\n");
+    return 1;
+  }
   llama_set_embeddings(ctx, true);
   char path[4096];
-  snprintf(path, sizeof path, "%s.embd.f32", argv[2]);
+  snprintf(path, sizeof path, "%s.%sembd.f32", argv[2], tokens ? "tokens." : "");
   FILE* f = fopen(path, "wb");
   if (f == NULL) {
     fprintf(stderr, "embd_fixture: cannot write %s\n", path);
@@ -125,6 +140,16 @@ int main(int argc, char** argv) {
       fprintf(stderr, "embd_fixture: llama_%s failed on text %d\n", decode ? "decode" : "encode", t);
       return 1;
     }
+    if (tokens) {
+      for (int i = 0; i < n; ++i) {
+        const float* e = llama_get_embeddings_ith(ctx, i);
+        if (e == NULL || fwrite(e, sizeof(float), (size_t)n_embd, f) != (size_t)n_embd) {
+          fprintf(stderr, "embd_fixture: no embedding for token %d of text %d\n", i, t);
+          return 1;
+        }
+      }
+      continue;
+    }
     const float* e = llama_get_embeddings_seq(ctx, 0);
     if (e == NULL || fwrite(e, sizeof(float), (size_t)n_out, f) != (size_t)n_out) {
       fprintf(stderr, "embd_fixture: no pooled embedding for input %d\n", t);
@@ -139,6 +164,7 @@ int main(int argc, char** argv) {
     printf("]}%s\n", t + 1 < n_inputs ? "," : "");
   }
   if (fclose(f) != 0) return 1;
+  if (tokens) return 0;
   printf("  ],\n  \"pooling\": %d,\n  \"n_embd\": %d,\n  \"n_out\": %d,\n", llama_pooling_type(ctx),
          n_embd, n_out);
   llama_free(ctx);

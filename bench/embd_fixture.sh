@@ -8,7 +8,8 @@
 # writes tests/fixtures/archs/NAME.{gguf,json,embd.f32} from synth shape SHAPE
 # (F16 weights, the vocabulary of the GGUF VOCAB, seed SEED (default 1),
 # weights normal with standard deviation STD, default 0.1). Knobs
-# (environment): BUILD (default build/release), CACHE, NLC_VERSION.
+# (environment): BUILD (default build/release), CACHE, NLC_VERSION; DECODE=1
+# for a decoder that embeds, TOKENS=1 for every token's state too.
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")/.." && pwd)"
@@ -26,6 +27,8 @@ out="$here/tests/fixtures/archs"
   --vocab "$vocab" -o "$out/$name.gguf"
 arch="$(set +o pipefail; strings -n 3 "$out/$name.gguf" | grep -m1 -A1 '^general.architecture$' | tail -1)"
 body="$("$exe" "$out/$name.gguf" "$out/$name" "$bins" ${DECODE:+decode})"
+# TOKENS=1: also every token's state with pooling none, NAME.tokens.embd.f32.
+[[ -z "${TOKENS:-}" ]] || "$exe" "$out/$name.gguf" "$out/$name" "$bins" tokens
 {
   echo "{"
   echo "  \"architecture\": \"$arch\","

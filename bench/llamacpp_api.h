@@ -50,6 +50,7 @@ float* llama_get_logits_ith(void* ctx, int32_t i);
 int32_t llama_encode(void* ctx, struct llama_batch batch);
 void llama_set_embeddings(void* ctx, bool embeddings);
 float* llama_get_embeddings_seq(void* ctx, int32_t seq_id);
+float* llama_get_embeddings_ith(void* ctx, int32_t i);
 int32_t llama_pooling_type(const void* ctx);  // llama_pooling_type: 1 mean, 2 cls, 3 last, 4 rank
 int32_t llama_model_n_embd(const void* model);
 uint32_t llama_model_n_cls_out(const void* model);

@@ -16,13 +16,15 @@ Pooling pooling_from_name(const std::string& name) {
   if (name == "last") return Pooling::kLast;
   if (name == "cls") return Pooling::kCls;
   if (name == "rank") return Pooling::kRank;
-  fail(ErrorCategory::kInvalidArgument, "[--pooling] found '{}', expected mean, last, cls or rank", name);
+  if (name == "none") return Pooling::kNone;
+  fail(ErrorCategory::kInvalidArgument, "[--pooling] found '{}', expected mean, last, cls, rank or none", name);
 }
 
 Pooling model_pooling(const Model& model) {
   const std::string key = fmt::format("{}.pooling_type", model.hparams().architecture);
   if (const gguf::Value* v = model.file().find(key); v != nullptr && v->is_integer()) {
     switch (v->u32()) {
+      case 0: return Pooling::kNone;
       case 2: return Pooling::kCls;
       case 3: return Pooling::kLast;
       case 4: return Pooling::kRank;
@@ -38,6 +40,7 @@ const char* pooling_name(Pooling p) {
     case Pooling::kLast: return "last";
     case Pooling::kCls: return "cls";
     case Pooling::kRank: return "rank";
+    case Pooling::kNone: return "none";
   }
   return "?";
 }
@@ -191,8 +194,22 @@ std::vector<std::vector<float>> Embedder::embed_all(const std::vector<std::vecto
   }
   std::vector<std::vector<float>> out;
   out.reserve(pooled.size());
-  for (std::vector<double>& v : pooled) {
-    out.push_back(pooling_ == Pooling::kRank ? score(std::move(v)) : normalize_embedding(v, normalize));
+  for (size_t i = 0; i < pooled.size(); ++i) {
+    std::vector<double>& v = pooled[i];
+    if (pooling_ == Pooling::kRank) {
+      out.push_back(score(std::move(v)));
+    } else if (pooling_ == Pooling::kNone) {  // each token's row alone
+      const size_t width = v.size() / inputs[i].size();
+      std::vector<float> rows;
+      rows.reserve(v.size());
+      for (size_t at = 0; at < v.size(); at += width) {
+        const std::vector<float> row = normalize_embedding(std::span(v).subspan(at, width), normalize);
+        rows.insert(rows.end(), row.begin(), row.end());
+      }
+      out.push_back(std::move(rows));
+    } else {
+      out.push_back(normalize_embedding(v, normalize));
+    }
   }
   return out;
 }
@@ -225,14 +242,24 @@ std::vector<std::vector<double>> Embedder::run_passes(const std::vector<const st
       const auto n = static_cast<int64_t>(in.size());
       const int seq = static_cast<int>(k - begin);
       for (int64_t i = 0; i < n; ++i) {
-        const bool want = pooling_ == Pooling::kMean || (pooling_ == Pooling::kLast && i + 1 == n) ||
-                          (first && i == 0);
+        const bool want = pooling_ == Pooling::kMean || pooling_ == Pooling::kNone ||
+                          (pooling_ == Pooling::kLast && i + 1 == n) || (first && i == 0);
         batch_.add(in[static_cast<size_t>(i)], static_cast<int32_t>(i), {seq}, want);
       }
     }
     context_->decode(batch_);
     size_t at = 0;  // the batch's token index
     for (size_t k = begin; k < end; ++k) {
+      if (pooling_ == Pooling::kNone) {  // every row, as it is
+        std::vector<double> rows;
+        rows.reserve(inputs[k]->size() * width);
+        for (size_t i = 0; i < inputs[k]->size(); ++i, ++at) {
+          const std::span<const float> h = context_->logits(at);
+          rows.insert(rows.end(), h.begin(), h.begin() + static_cast<ptrdiff_t>(width));
+        }
+        out.push_back(std::move(rows));
+        continue;
+      }
       std::vector<double> sum(width, 0.0);
       int64_t rows = 0;
       for (size_t i = 0; i < inputs[k]->size(); ++i, ++at) {

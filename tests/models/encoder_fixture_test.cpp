@@ -37,6 +37,9 @@ struct EncoderFixture {
   int pooling = 0;
   int64_t n_embd = 0;
   std::vector<float> embd;  // [texts][n_embd]
+  // NAME.tokens.embd.f32 where made (TOKENS=1): every token's state, pooling
+  // none, [all texts' tokens][n_embd]; empty otherwise.
+  std::vector<float> token_embd;
 
   static EncoderFixture load(const std::string& name) {
     const std::string dir = testing::fixtures_dir() + "/archs/";
@@ -56,6 +59,14 @@ struct EncoderFixture {
     f.embd.resize(f.texts.size() * static_cast<size_t>(f.n_embd));
     e.read(reinterpret_cast<char*>(f.embd.data()), static_cast<std::streamsize>(f.embd.size() * sizeof(float)));
     if (!e) throw std::runtime_error("short " + name + " embeddings");
+    if (std::ifstream te(dir + name + ".tokens.embd.f32", std::ios::binary); te) {
+      size_t rows = 0;
+      for (const auto& ids : f.ids) rows += ids.size();
+      f.token_embd.resize(rows * static_cast<size_t>(f.n_embd));
+      te.read(reinterpret_cast<char*>(f.token_embd.data()),
+              static_cast<std::streamsize>(f.token_embd.size() * sizeof(float)));
+      if (!te) throw std::runtime_error("short " + name + " token embeddings");
+    }
     return f;
   }
 };
@@ -124,6 +135,39 @@ TEST_P(EncoderFixtureTest, PooledEmbeddingsMatchLlamaCpp) {
     EXPECT_LT(e, kEmbdNmseLimit) << "text " << t;
   }
   std::printf("[ encoder  ] %s: worst embedding NMSE %.3g\n", GetParam().name.c_str(), worst);
+}
+
+// Pooling none: every token's state, each normalized alone, as llama.cpp's
+// with its context's pooling set to none (the fixtures that have them).
+TEST_P(EncoderFixtureTest, TokenEmbeddingsMatchLlamaCpp) {
+  if (fixture_.token_embd.empty()) GTEST_SKIP() << GetParam().name << " has no .tokens.embd.f32";
+  serving::Embedder embedder(*model_, serving::Pooling::kNone, 512, 2048);
+  const auto all = embedder.embed_all(fixture_.ids, /*normalize=*/-1);
+  const auto n = static_cast<size_t>(fixture_.n_embd);
+  size_t row = 0;
+  double worst = 0;
+  for (size_t t = 0; t < all.size(); ++t) {
+    ASSERT_EQ(all[t].size(), fixture_.ids[t].size() * n) << "text " << t;
+    for (size_t i = 0; i < fixture_.ids[t].size(); ++i, ++row) {
+      double err = 0, ref = 0;
+      for (size_t j = 0; j < n; ++j) {
+        const double want = fixture_.token_embd[row * n + j];
+        err += (all[t][i * n + j] - want) * (all[t][i * n + j] - want);
+        ref += want * want;
+      }
+      worst = std::max(worst, err / ref);
+      EXPECT_LT(err / ref, kEmbdNmseLimit) << "text " << t << " token " << i;
+    }
+  }
+  EXPECT_EQ(row * n, fixture_.token_embd.size());
+  // Normalized, each row is a unit vector of its own.
+  const std::vector<float> unit = embedder.embed(fixture_.ids[0], 2);
+  for (size_t i = 0; i < fixture_.ids[0].size(); ++i) {
+    double sum = 0;
+    for (size_t j = 0; j < n; ++j) sum += double(unit[i * n + j]) * unit[i * n + j];
+    EXPECT_NEAR(sum, 1.0, 1e-5) << "token " << i;
+  }
+  std::printf("[ encoder  ] %s: worst token embedding NMSE %.3g\n", GetParam().name.c_str(), worst);
 }
 
 // Several inputs a pass (each its own sequence, attending only to itself)

@@ -81,6 +81,26 @@ TEST(EmbedCli, JsonOutputIsUnitLengthByDefault) {
   EXPECT_GT(dot / std::sqrt(ref), 0.9999);  // the same direction as llama.cpp's
 }
 
+// --pooling none: each token's state its own embedding, in order, as
+// llama-embedding prints them (text 0 is "Hello world": [CLS] hello world
+// [SEP]), each a unit vector.
+TEST(EmbedCli, PoolingNoneGivesEveryToken) {
+  const Fixture f = load_fixture();
+  const CommandResult r = run_command(
+      tessera_cmd("embed -m " + f.gguf + " -p 'Hello world' --pooling none --embd-output-format json"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["data"].size(), 4u);
+  for (size_t i = 0; i < j["data"].size(); ++i) {
+    EXPECT_EQ(j["data"][i]["index"].get<size_t>(), i);
+    const auto v = j["data"][i]["embedding"].get<std::vector<float>>();
+    double norm = 0;
+    for (float x : v) norm += double(x) * x;
+    EXPECT_NEAR(norm, 1.0, 1e-5) << "token " << i;
+  }
+  EXPECT_NE(r.err.find("none pooling"), std::string::npos) << r.err;
+}
+
 // A reranker with --pooling rank: QUERY<tab>DOCUMENT per line, the scores
 // llama.cpp gives the fixture's pairs.
 TEST(EmbedCli, RankPoolingScoresPairs) {

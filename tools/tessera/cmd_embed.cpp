@@ -68,9 +68,10 @@ Runner add_embed(CLI::App& app) {
   auto* file = cmd->add_option("-f,--file", f->file, "A file of texts, split likewise (at most 256 MiB)");
   p->excludes(file);
   cmd->add_option("--pooling", f->pooling,
-                  "mean, cls, last, or rank (a reranker: each text is QUERY<cls-separator>DOCUMENT, "
-                  "the output its scores; default: the model's pooling_type, else mean)")
-      ->check(CLI::IsMember({"mean", "cls", "last", "rank"}));
+                  "mean, cls, last, none (every token's state, each its own embedding), or rank (a "
+                  "reranker: each text is QUERY<cls-separator>DOCUMENT, the output its scores; default: "
+                  "the model's pooling_type, else mean)")
+      ->check(CLI::IsMember({"mean", "cls", "last", "none", "rank"}));
   cmd->add_option("--cls-separator", f->cls_separator,
                   "With --pooling rank: what separates a text's query from its document (default a tab)");
   cmd->add_option("--embd-normalize", f->normalize,
@@ -124,7 +125,7 @@ Runner add_embed(CLI::App& app) {
       }
     }
     const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<std::vector<float>> vectors =
+    std::vector<std::vector<float>> vectors =
         embedder.embed_all(inputs, f->normalize, [&](size_t done) {
           if (progress) fmt::print(stderr, "\rembed: {} of {} texts", done, texts.size());
         });
@@ -132,6 +133,17 @@ Runner add_embed(CLI::App& app) {
     const double ms = ms_since(t0);
     fmt::print(stderr, "embed: {} texts, {} tokens, {} pooling, in {:.2f} ms ({:.1f} tokens/s)\n", texts.size(),
                tokens, serving::pooling_name(pooling), ms, ms > 0 ? 1000.0 * double(tokens) / ms : 0.0);
+    if (pooling == serving::Pooling::kNone) {  // each token's row its own embedding, as llama-embedding prints
+      std::vector<std::vector<float>> rows;
+      for (size_t i = 0; i < vectors.size(); ++i) {
+        const size_t width = vectors[i].size() / inputs[i].size();
+        for (size_t at = 0; at < vectors[i].size(); at += width) {
+          rows.emplace_back(vectors[i].begin() + static_cast<ptrdiff_t>(at),
+                            vectors[i].begin() + static_cast<ptrdiff_t>(at + width));
+        }
+      }
+      vectors = std::move(rows);
+    }
     if (f->format == "json") {
       nlohmann::ordered_json out = {{"object", "list"}, {"data", nlohmann::ordered_json::array()}};
       for (size_t i = 0; i < vectors.size(); ++i) {

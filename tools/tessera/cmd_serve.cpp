@@ -58,11 +58,13 @@ struct Loaded {
                                            : generator.slot_ctx(),
                  model.model->is_encoder() ? 2048 : 0) {}  // an encoder packs inputs into passes
   // --rerank ranks (the model's head); else --pooling, else the file's
-  // pooling_type, whose rank (a reranker's file) embeds as cls.
+  // pooling_type, whose rank (a reranker's file) embeds as cls and whose
+  // none as mean: /v1/embeddings gives one vector per input.
   static serving::Pooling pooling_of(const ServeFlags& o, const Model& m) {
     if (o.http.rerank) return serving::Pooling::kRank;
-    if (!o.pooling.empty()) return serving::pooling_from_name(o.pooling);
+    if (!o.pooling.empty()) return serving::pooling_from_name(o.pooling);  // mean, last or cls
     const serving::Pooling p = serving::model_pooling(m);
+    if (p == serving::Pooling::kNone) return serving::Pooling::kMean;
     return p == serving::Pooling::kRank ? serving::Pooling::kCls : p;
   }
   Loaded(const Loaded&) = delete;

@@ -80,8 +80,11 @@ serving::Embedder& State::embedder_for_use() {
   std::lock_guard lock(mutex);
   if (!embedder) {
     const Model& model = *loaded.model;
+    // One vector per text: a file whose pooling_type is none embeds as mean.
+    serving::Pooling pooling = settings.pooling.value_or(serving::model_pooling(model));
+    if (pooling == serving::Pooling::kNone) pooling = serving::Pooling::kMean;
     embedder = std::make_unique<serving::Embedder>(
-        model, settings.pooling.value_or(serving::model_pooling(model)),
+        model, pooling,
         std::max<int64_t>(settings.generator.n_ctx, 512));
   }
   return *embedder;

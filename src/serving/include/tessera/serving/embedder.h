@@ -23,12 +23,13 @@ namespace tessera::serving {
 
 // kRank: a reranker's classifier head on the [CLS] state, one score per
 // output label (llama.cpp's LLAMA_POOLING_TYPE_RANK).
-enum class Pooling { kMean, kLast, kCls, kRank };
+// kNone: no pooling, every token's state (llama.cpp's LLAMA_POOLING_TYPE_NONE).
+enum class Pooling { kMean, kLast, kCls, kRank, kNone };
 
-// "mean", "last", "cls", "rank"; the error names the flag and the choices.
+// "mean", "last", "cls", "rank", "none"; the error names the flag and the choices.
 Pooling pooling_from_name(const std::string& name);
-// The model's {arch}.pooling_type (llama.cpp's numbering: 1 mean, 2 cls,
-// 3 last, 4 rank), or mean when it has none.
+// The model's {arch}.pooling_type (llama.cpp's numbering: 0 none, 1 mean,
+// 2 cls, 3 last, 4 rank), or mean when it has no such key.
 Pooling model_pooling(const Model& model);
 const char* pooling_name(Pooling p);
 
@@ -58,7 +59,8 @@ class Embedder {
   Embedder(const Model& model, Pooling pooling, int64_t max_tokens, int64_t batch_tokens = 0);
   // One vector of n_embd floats, normalized as normalize_embedding does with
   // `normalize` (default L2); with kRank the head's n_cls_out scores, as
-  // they are. Throws Error(kInvalidArgument) for an empty input or one
+  // they are; with kNone every token's n_embd floats, one after another,
+  // each token's normalized alone. Throws Error(kInvalidArgument) for an empty input or one
   // longer than max_tokens().
   std::vector<float> embed(const std::vector<int32_t>& tokens, int normalize = 2);
   // embed() of each input, several inputs a pass (each its own sequence:
