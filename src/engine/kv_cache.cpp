@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <limits>
 
 #include "tessera/core/error.h"
@@ -200,7 +201,7 @@ void KvCache::clear_shift() {
 }
 
 void KvCache::build_mask(const Batch& batch, size_t begin, size_t end, int64_t n_kv,
-                         int64_t n_tokens, float* mask, int64_t n_swa, bool causal) const {
+                         int64_t n_tokens, float* mask, int64_t n_swa, bool causal, bool alibi) const {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const auto n = static_cast<int64_t>(end - begin);
   const int64_t visible = std::min(n_kv, n_ctx_);
@@ -212,7 +213,7 @@ void KvCache::build_mask(const Batch& batch, size_t begin, size_t end, int64_t n
       const Cell& c = cells_[static_cast<size_t>(j)];
       const bool seen =
           (c.seqs & seqs) != 0 && (!causal || c.pos <= pos) && (n_swa <= 0 || int64_t{pos} - c.pos < n_swa);
-      row[j] = seen ? 0.0f : -kInf;
+      row[j] = !seen ? -kInf : alibi ? -static_cast<float>(std::abs(int64_t{pos} - c.pos)) : 0.0f;
     }
     for (int64_t j = visible; j < n_kv; ++j) row[j] = -kInf;  // the padding row
   }

@@ -127,8 +127,8 @@ Tensor* attention(Graph& g, const Hparams& hp, const GraphInputs& in, size_t il,
   const bool swa = hp.is_swa(static_cast<int64_t>(il));
   TESSERA_CHECK(!swa || in.mask_swa != nullptr, "layer {} is sliding-window but no mask_swa", il);
   Tensor* attn = ops::flash_attn_ext(g, ops::permute(g, q, 0, 2, 1, 3), keys, values,
-                                     swa ? in.mask_swa : in.mask,
-                                     kq_scale);  // [d, n_head, n_tokens]
+                                     swa ? in.mask_swa : in.mask, kq_scale,
+                                     hp.max_alibi_bias);  // [d, n_head, n_tokens]
   if (sinks != nullptr) ops::flash_attn_ext_add_sinks(attn, sinks);
   return ops::reshape(g, attn, {hp.n_embd_q(), n});
 }

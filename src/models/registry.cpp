@@ -18,6 +18,7 @@ extern const Architecture kGptOssArchitecture;
 extern const Architecture kOlmoeArchitecture;
 extern const Architecture kBertArchitecture;
 extern const Architecture kNomicBertArchitecture;
+extern const Architecture kJinaBertV2Architecture;
 
 namespace {
 
@@ -26,7 +27,7 @@ constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
                                        &kPhi3Architecture, &kQwen3MoeArchitecture,
                                        &kQwen2MoeArchitecture, &kGptOssArchitecture,
                                        &kOlmoeArchitecture, &kBertArchitecture,
-                                       &kNomicBertArchitecture};
+                                       &kNomicBertArchitecture, &kJinaBertV2Architecture};
 
 }  // namespace
 

@@ -53,6 +53,11 @@ constexpr SynthShape kShapes[] = {
      0, 0, 0, 0, 0.0f, 0, false, 3},
     {"qwen3-embedding-tiny", 64, 2, 4, 2, 128, 0, 2048, 1000000.0f, true, "qwen3", 32, 0, 0, 0, 0, 0.0f, 0,
      false, 3},
+    // jina-embeddings-v2-base-en as published (ALiBi, GEGLU; 8192 tokens), and a fixture's.
+    {"jina-embeddings-v2-base-en", 768, 12, 12, 12, 3072, 0, 8192, 10000.0f, true, "jina-bert-v2"},
+    {"jina-bert-v2-tiny", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "jina-bert-v2"},  // fixtures
+    {"jina-bert-v2-tiny-gate", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "jina-bert-v2", 0, 0, 0, 0, 0, 0.0f, 0,
+     false, 0, true},
     // nomic-embed-text-v1.5 as published (RoPE base 1000, SwiGLU), and a fixture's.
     {"nomic-embed-text-v1.5", 768, 12, 12, 12, 3072, 0, 2048, 1000.0f, true, "nomic-bert"},
     {"nomic-bert-tiny", 32, 2, 4, 4, 64, 0, 2048, 1000.0f, true, "nomic-bert"},  // fixtures
@@ -99,14 +104,23 @@ bool is_moe(const SynthShape& s) {
   return s.n_expert > 0;
 }
 
+bool is_encoder(const SynthShape& s) {
+  return s.arch == "bert" || s.arch == "nomic-bert" || s.arch == "jina-bert-v2";
+}
+
 // bert: llama.cpp's BERT layout (token types, absolute positions,
 // post-norm LayerNorms with biases, biases on every projection).
+// jina-bert-v2: no positions (ALiBi), LayerNorms of q and k and a second
+// attention LayerNorm (each optional in llama.cpp, all written here), and
+// GEGLU with the gate fused into ffn_up (2 n_ff rows, gate first), or
+// apart in ffn_gate (ffn_gate_apart).
 std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab, int64_t n_token_types) {
   const bool nomic = s.arch == "nomic-bert";
+  const bool jina = s.arch == "jina-bert-v2";
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
   t.push_back({"token_types.weight", {s.n_embd, n_token_types}, Fill::kF32Weights});
-  if (!nomic) t.push_back({"position_embd.weight", {s.n_embd, s.n_ctx}, Fill::kWeights});
+  if (!nomic && !jina) t.push_back({"position_embd.weight", {s.n_embd, s.n_ctx}, Fill::kWeights});
   t.push_back({"token_embd_norm.weight", {s.n_embd}, Fill::kNorm});
   t.push_back({"token_embd_norm.bias", {s.n_embd}, Fill::kF32Weights});
   for (int64_t i = 0; i < s.n_layer; ++i) {
@@ -121,11 +135,21 @@ std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab, in
         t.push_back({b(p), {s.n_embd}, Fill::kF32Weights});
       }
     }
+    for (const char* p : {"attn_q_norm", "attn_k_norm"}) {
+      if (!jina) break;
+      t.push_back({n(p), {s.n_embd}, Fill::kNorm});
+      t.push_back({b(p), {s.n_embd}, Fill::kF32Weights});
+    }
     t.push_back({n("attn_output_norm"), {s.n_embd}, Fill::kNorm});
     t.push_back({b("attn_output_norm"), {s.n_embd}, Fill::kF32Weights});
-    if (nomic) t.push_back({n("ffn_gate"), {s.n_embd, s.n_ff}, Fill::kWeights});
-    t.push_back({n("ffn_up"), {s.n_embd, s.n_ff}, Fill::kWeights});
-    if (!nomic) t.push_back({b("ffn_up"), {s.n_ff}, Fill::kF32Weights});
+    if (jina) {
+      t.push_back({n("attn_norm_2"), {s.n_embd}, Fill::kNorm});
+      t.push_back({b("attn_norm_2"), {s.n_embd}, Fill::kF32Weights});
+    }
+    if (nomic || s.ffn_gate_apart) t.push_back({n("ffn_gate"), {s.n_embd, s.n_ff}, Fill::kWeights});
+    const int64_t n_up = jina && !s.ffn_gate_apart ? 2 * s.n_ff : s.n_ff;
+    t.push_back({n("ffn_up"), {s.n_embd, n_up}, Fill::kWeights});
+    if (!nomic) t.push_back({b("ffn_up"), {n_up}, Fill::kF32Weights});
     t.push_back({n("ffn_down"), {s.n_ff, s.n_embd}, Fill::kWeights});
     if (!nomic) t.push_back({b("ffn_down"), {s.n_embd}, Fill::kF32Weights});
     t.push_back({n("layer_output_norm"), {s.n_embd}, Fill::kNorm});
@@ -142,7 +166,7 @@ std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab, in
 
 // n_token_types: the vocabulary's tokenizer.ggml.token_type_count (bert).
 std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab, int64_t n_token_types = 2) {
-  if (s.arch == "bert" || s.arch == "nomic-bert") return bert_tensors_of(s, n_vocab, n_token_types);
+  if (is_encoder(s)) return bert_tensors_of(s, n_vocab, n_token_types);
   const int64_t head = head_dim(s), q = head * s.n_head, kv = head * s.n_head_kv;
   std::vector<TensorSpec> t;
   t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
@@ -218,13 +242,13 @@ uint64_t tensor_bytes(const TensorSpec& t, DType type) {
 void check_options(const SynthOptions& o) {
   const SynthShape& s = o.shape;
   if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "qwen3moe" && s.arch != "qwen2moe" &&
-      s.arch != "gpt-oss" && s.arch != "olmoe" && s.arch != "bert" && s.arch != "nomic-bert") {
+      s.arch != "gpt-oss" && s.arch != "olmoe" && !is_encoder(s)) {
     fail(ErrorCategory::kInvalidArgument,
          "[synth] shape '{}': found architecture '{}', expected llama, qwen3, qwen3moe, qwen2moe, gpt-oss, olmoe, "
-         "bert or nomic-bert",
+         "bert, nomic-bert or jina-bert-v2",
          s.name, s.arch);
   }
-  if (s.arch != "llama" && s.arch != "qwen3" && s.arch != "bert" && s.arch != "nomic-bert" && s.n_expert == 0) {
+  if (s.arch != "llama" && s.arch != "qwen3" && !is_encoder(s) && s.n_expert == 0) {
     fail(ErrorCategory::kInvalidArgument, "[synth] shape '{}': a {} shape needs experts", s.name, s.arch);
   }
   if (s.n_embd <= 0 || s.n_layer <= 0 || s.n_head <= 0 || s.n_head_kv <= 0 || s.n_ff <= 0 ||
@@ -365,19 +389,20 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
   w.set_u32(key("feed_forward_length"), static_cast<uint32_t>(s.n_ff));
   w.set_u32(key("attention.head_count"), static_cast<uint32_t>(s.n_head));
   w.set_u32(key("attention.head_count_kv"), static_cast<uint32_t>(s.n_head_kv));
-  const bool encoder = s.arch == "bert" || s.arch == "nomic-bert";
+  const bool encoder = is_encoder(s);
   if (encoder) {  // LayerNorms, both directions, mean pooling
     w.set_f32(key("attention.layer_norm_epsilon"), 1e-12f);
     w.set_bool(key("attention.causal"), false);
     w.set_u32(key("pooling_type"), s.rerank ? 4 : 1);  // rank or mean
     if (s.rerank) w.set_array_strings(key("classifier.output_labels"), std::vector<std::string>{"LABEL_0"});
   }
-  if (s.arch != "bert") w.set_f32(key("rope.freq_base"), s.rope_base);
+  const bool positions_learned = s.arch == "bert" || s.arch == "jina-bert-v2";  // or ALiBi: no RoPE
+  if (!positions_learned) w.set_f32(key("rope.freq_base"), s.rope_base);
   if (s.pooling > 0) w.set_u32(key("pooling_type"), s.pooling);
   if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gpt-oss") {
     w.set_u32(key("attention.key_length"), static_cast<uint32_t>(head_dim(s)));
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(head_dim(s)));
-  } else if (s.arch != "bert") {
+  } else if (!positions_learned) {
     w.set_u32(key("rope.dimension_count"), static_cast<uint32_t>(head_dim(s)));
   }
   if (!encoder) {

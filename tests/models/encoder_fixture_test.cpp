@@ -301,7 +301,7 @@ std::string case_name(const ::testing::TestParamInfo<TierCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Encoders, EncoderFixtureTest,
-                         ::testing::ValuesIn(cases_of({"bert", "nomic_bert", "xlm_roberta"})), case_name);
+                         ::testing::ValuesIn(cases_of({"bert", "nomic_bert", "xlm_roberta", "jina_bert_v2", "jina_bert_v2_gate"})), case_name);
 
 // A decoder that embeds (qwen3_embedding: Qwen3-Embedding's layout, tied
 // embeddings, `qwen3.pooling_type` 3): llama.cpp's llama_decode keeps the

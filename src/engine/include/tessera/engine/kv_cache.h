@@ -85,9 +85,10 @@ class KvCache {
   // own and, when n_swa > 0, less than n_swa behind it: llama.cpp's
   // standard sliding window), else -inf. `n_tokens` >= end - begin rows are
   // written. Not `causal` (an encoder): every cell of a shared sequence,
-  // whatever its position.
+  // whatever its position. `alibi`: a seen cell holds -|pos - its pos|,
+  // which the attention scales by each head's slope (llama.cpp's mask).
   void build_mask(const Batch& batch, size_t begin, size_t end, int64_t n_kv, int64_t n_tokens,
-                  float* mask, int64_t n_swa = 0, bool causal = true) const;
+                  float* mask, int64_t n_swa = 0, bool causal = true, bool alibi = false) const;
 
  private:
   struct Cell {

@@ -98,6 +98,11 @@ struct Hparams {
   // Rerankers: the classifier head's outputs ({arch}.classifier.output_labels'
   // count; 1 when absent).
   int64_t n_cls_out = 1;
+  // jina-bert-v2: ALiBi instead of positions (attention scores plus head
+  // h's slope times -|i - j|; slopes from this bias, 8 as llama.cpp sets it),
+  // and an ffn_up of 2 n_ff rows that holds the GEGLU's gate rows first.
+  float max_alibi_bias = 0.0f;
+  bool ffn_up_gated = false;
   float attn_scale = 0.0f;           // scale of q.k; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
 
@@ -153,6 +158,13 @@ struct LayerWeights {
   Tensor* attn_out_norm_b = nullptr;   // [n_embd]
   Tensor* layer_out_norm = nullptr;    // [n_embd]: after the FFN's residual
   Tensor* layer_out_norm_b = nullptr;  // [n_embd]
+  // jina-bert-v2 (each optional): LayerNorm biases of attn_q_norm /
+  // attn_k_norm (over the whole projection), and a second LayerNorm after
+  // the attention's, of its output plus the block's input again.
+  Tensor* attn_q_norm_b = nullptr;     // [n_embd_q]
+  Tensor* attn_k_norm_b = nullptr;     // [n_embd_kv]
+  Tensor* attn_norm_2 = nullptr;       // [n_embd]
+  Tensor* attn_norm_2_b = nullptr;     // [n_embd]
   // Mixture of experts (Hparams::n_expert > 0): the router and the experts,
   // one matrix per expert along dim 2; the shared expert beside them.
   Tensor* ffn_gate_inp = nullptr;      // [n_embd, n_expert]: the router's logits
@@ -178,7 +190,8 @@ struct LayerWeights {
             ffn_down_exps,  ffn_gate_inp_shexp, ffn_gate_shexp, ffn_up_shexp,
             ffn_down_shexp, ffn_gate_inp_b, ffn_gate_exps_b, ffn_up_exps_b,
             ffn_down_exps_b, ffn_up_b,    ffn_down_b,   attn_out_norm,
-            attn_out_norm_b, layer_out_norm, layer_out_norm_b};
+            attn_out_norm_b, layer_out_norm, layer_out_norm_b, attn_q_norm_b,
+            attn_k_norm_b,  attn_norm_2,  attn_norm_2_b};
   }
   Device* device = nullptr;          // where this layer's weights live
   // The model's RoPE frequency factors, or their copies on this layer's

@@ -33,6 +33,7 @@ struct SynthShape {
   uint32_t yarn_orig_ctx = 0;   // ... over this original context
   bool rerank = false;          // bert: a classifier head (cls, cls.output) and rank pooling
   uint32_t pooling = 0;         // > 0: {arch}.pooling_type (a decoder that embeds: 3, last)
+  bool ffn_gate_apart = false;  // jina-bert-v2: ffn_gate beside ffn_up, as older converters wrote
 };
 
 // tinyllama-1.1b, llama-100m, llama3-1b, llama2-7b, tiny, qwen3-30b-a3b,
