@@ -389,12 +389,14 @@ void Context::fill_inputs(const Batch& batch, size_t begin, size_t end,
   p.kv_idx.assign(nt, cache_->trash_row());
   std::copy(cells.begin(), cells.end(), p.kv_idx.begin());
   p.mask.resize(static_cast<size_t>(p.n_kv) * nt);
-  cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask.data(), 0, model_.hparams().causal,
-                     model_.hparams().max_alibi_bias > 0.0f);
-  if (model_.hparams().has_swa()) {
+  const Hparams& hp = model_.hparams();
+  KvCache::MaskRule rule{.causal = hp.causal, .alibi = hp.max_alibi_bias > 0.0f};
+  cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask.data(), rule);
+  if (hp.has_swa()) {
     p.mask_swa.resize(p.mask.size());
-    cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask_swa.data(),
-                       model_.hparams().n_swa);
+    rule.n_swa = hp.n_swa;
+    rule.swa_symmetric = hp.swa_symmetric;
+    cache_->build_mask(batch, begin, end, p.n_kv, p.n_tokens, p.mask_swa.data(), rule);
   } else {
     p.mask_swa.clear();
   }

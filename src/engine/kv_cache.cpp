@@ -201,7 +201,7 @@ void KvCache::clear_shift() {
 }
 
 void KvCache::build_mask(const Batch& batch, size_t begin, size_t end, int64_t n_kv,
-                         int64_t n_tokens, float* mask, int64_t n_swa, bool causal, bool alibi) const {
+                         int64_t n_tokens, float* mask, const MaskRule& rule) const {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const auto n = static_cast<int64_t>(end - begin);
   const int64_t visible = std::min(n_kv, n_ctx_);
@@ -211,9 +211,11 @@ void KvCache::build_mask(const Batch& batch, size_t begin, size_t end, int64_t n
     const int32_t pos = batch.pos[begin + static_cast<size_t>(i)];
     for (int64_t j = 0; j < visible; ++j) {
       const Cell& c = cells_[static_cast<size_t>(j)];
-      const bool seen =
-          (c.seqs & seqs) != 0 && (!causal || c.pos <= pos) && (n_swa <= 0 || int64_t{pos} - c.pos < n_swa);
-      row[j] = !seen ? -kInf : alibi ? -static_cast<float>(std::abs(int64_t{pos} - c.pos)) : 0.0f;
+      const int64_t behind = int64_t{pos} - c.pos;
+      const bool in_window = rule.n_swa <= 0 ||
+                             (rule.swa_symmetric ? std::abs(behind) <= rule.n_swa / 2 : behind < rule.n_swa);
+      const bool seen = (c.seqs & seqs) != 0 && (!rule.causal || behind >= 0) && in_window;
+      row[j] = !seen ? -kInf : rule.alibi ? -static_cast<float>(std::abs(behind)) : 0.0f;
     }
     for (int64_t j = visible; j < n_kv; ++j) row[j] = -kInf;  // the padding row
   }

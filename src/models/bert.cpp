@@ -113,15 +113,7 @@ Tensor* whole_norm(Graph& g, Tensor* t, Tensor* w, Tensor* b, float eps) {
 Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
   const Hparams& hp = model.hparams();
   const Weights& w = model.weights();
-  if (!in.embeddings) {
-    fail(ErrorCategory::kUnsupported,
-         "[model {}] {} is an encoder: it gives embeddings, not next-token logits (use `tessera "
-         "embed`, the server's /v1/embeddings, or the Node package's embedding())",
-         hp.name.empty() ? hp.architecture : hp.name, hp.architecture);
-  }
-  if (model.is_stage()) {
-    fail(ErrorCategory::kUnsupported, "[model {}] an encoder cannot be split across ranks", hp.architecture);
-  }
+  layers::require_encoder_use(model, in);
   Tensor* x = layers::embed(g, model, in);  // [n_embd, n_tokens]
   if (w.token_types != nullptr) {
     x = ops::add(g, x, ops::view(g, w.token_types, {hp.n_embd}, {}, 0));
@@ -172,11 +164,7 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
     }
     x = layers::layer_norm(g, ops::add(g, f, x), l.layer_out_norm, l.layer_out_norm_b, hp.norm_eps);
   }
-  Tensor* out = ops::get_rows(g, x, in.out_ids);  // [n_embd, n_out]
-  out->flags |= kFlagOutput;
-  out->name = "embeddings";
-  g.expand(out);
-  return out;
+  return layers::encoder_output(g, in, x);
 }
 
 }  // namespace

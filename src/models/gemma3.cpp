@@ -23,32 +23,13 @@ constexpr float kSwaFreqBase = 10000.0f;
 // Which layers slide: attention.sliding_window_pattern when the file has one
 // (a period, or one boolean per layer), else llama.cpp's default period:
 // layer il is global when (il + 1) % 6 == 0.
-void read_swa_layers(const models::KeyReader& r, Hparams& hp) {
-  hp.swa_layers.assign(static_cast<size_t>(hp.n_layer), 0);
-  const gguf::Value* pattern = r.find("attention.sliding_window_pattern");
-  if (pattern != nullptr && pattern->type() == gguf::ValueType::kArray) {
-    const gguf::ArrayView& a = pattern->array();
-    if (static_cast<int64_t>(a.size()) != hp.n_layer) {
-      r.bad("attention.sliding_window_pattern", fmt::format("{} elements", a.size()),
-            fmt::format("one per layer ({})", hp.n_layer));
-    }
-    for (uint64_t il = 0; il < a.size(); ++il) hp.swa_layers[il] = a.number<int64_t>(il) != 0;
-    return;
-  }
-  const int64_t period = pattern != nullptr ? static_cast<int64_t>(pattern->u64()) : kSwaPeriod;
-  r.check_range("attention.sliding_window_pattern", period, 1, hp.n_layer + 1);
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
-    hp.swa_layers[static_cast<size_t>(il)] = (il % period) < period - 1;
-  }
-}
-
 void read_hparams(const gguf::File& file, Hparams& hp) {
   const models::KeyReader r(file, hp.architecture);
   hp.rope_mode = ops::RopeMode::kNeox;
   hp.n_swa = r.uint("attention.sliding_window").value_or(0);
   r.check_range("attention.sliding_window", hp.n_swa, 0, int64_t{1} << 24);
   if (hp.n_swa > 0) {
-    read_swa_layers(r, hp);
+    models::read_swa_pattern(r, hp, kSwaPeriod, /*dense_first=*/false);
     hp.rope_freq_base_swa = r.real("rope.freq_base_swa").value_or(kSwaFreqBase);
     if (hp.rope_freq_base_swa <= 0) {
       r.bad("rope.freq_base_swa", fmt::format("{}", hp.rope_freq_base_swa), "> 0");

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "tessera/core/error.h"
+#include "tessera/models/model.h"
 
 namespace tessera::models {
 
@@ -66,6 +67,25 @@ void KeyReader::bad(std::string_view suffix, const std::string& found,
 
 void KeyReader::check_range(std::string_view suffix, int64_t v, int64_t lo, int64_t hi) const {
   if (v < lo || v > hi) bad(suffix, std::to_string(v), fmt::format("{} to {}", lo, hi));
+}
+
+void read_swa_pattern(const KeyReader& r, Hparams& hp, int64_t period, bool dense_first) {
+  hp.swa_layers.assign(static_cast<size_t>(hp.n_layer), 0);
+  const gguf::Value* pattern = r.find("attention.sliding_window_pattern");
+  if (pattern != nullptr && pattern->type() == gguf::ValueType::kArray) {
+    const gguf::ArrayView& a = pattern->array();
+    if (static_cast<int64_t>(a.size()) != hp.n_layer) {
+      r.bad("attention.sliding_window_pattern", fmt::format("{} elements", a.size()),
+            fmt::format("one per layer ({})", hp.n_layer));
+    }
+    for (uint64_t il = 0; il < a.size(); ++il) hp.swa_layers[il] = a.number<int64_t>(il) != 0;
+    return;
+  }
+  if (pattern != nullptr) period = static_cast<int64_t>(pattern->u64());
+  r.check_range("attention.sliding_window_pattern", period, 1, hp.n_layer + 1);
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    hp.swa_layers[static_cast<size_t>(il)] = dense_first ? il % period != 0 : (il % period) < period - 1;
+  }
 }
 
 }  // namespace tessera::models

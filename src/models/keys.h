@@ -10,6 +10,10 @@
 
 #include "tessera/gguf/gguf.h"
 
+namespace tessera {
+struct Hparams;
+}
+
 namespace tessera::models {
 
 class KeyReader {
@@ -35,5 +39,12 @@ class KeyReader {
   const gguf::File& file_;
   std::string arch_;
 };
+
+// Hparams::swa_layers from `attention.sliding_window_pattern`: a per-layer
+// array (nonzero: sliding window), or a period (default `period`), as
+// llama.cpp's set_swa_pattern reads it: with `dense_first`, layer il is
+// windowed unless il % period == 0 (ModernBERT), else when il % period <
+// period - 1 (Gemma 3).
+void read_swa_pattern(const KeyReader& r, Hparams& hp, int64_t period, bool dense_first);
 
 }  // namespace tessera::models

@@ -53,6 +53,27 @@ Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps) {
   return ops::mul(g, ops::rms_norm(g, x, eps), w);
 }
 
+void require_encoder_use(const Model& model, const GraphInputs& in) {
+  const Hparams& hp = model.hparams();
+  if (!in.embeddings) {
+    fail(ErrorCategory::kUnsupported,
+         "[model {}] {} is an encoder: it gives embeddings, not next-token logits (use `tessera "
+         "embed`, the server's /v1/embeddings, or the Node package's embedding())",
+         hp.name.empty() ? hp.architecture : hp.name, hp.architecture);
+  }
+  if (model.is_stage()) {
+    fail(ErrorCategory::kUnsupported, "[model {}] an encoder cannot be split across ranks", hp.architecture);
+  }
+}
+
+Tensor* encoder_output(Graph& g, const GraphInputs& in, Tensor* x) {
+  Tensor* out = ops::get_rows(g, x, in.out_ids);  // [n_embd, n_out]
+  out->flags |= kFlagOutput;
+  out->name = "embeddings";
+  g.expand(out);
+  return out;
+}
+
 Tensor* layer_norm(Graph& g, Tensor* x, Tensor* w, Tensor* b, float eps) {
   Tensor* y = ops::mul(g, ops::norm(g, x, eps), w);
   return b != nullptr ? ops::add(g, y, b) : y;

@@ -55,6 +55,12 @@ Tensor* input(Graph& g, const Model& model, const GraphInputs& in, float embd_sc
 // last stage, x itself ([n_embd, n_tokens], every row) flagged as the output.
 Tensor* output(Graph& g, const Model& model, const GraphInputs& in, Tensor* x);
 
+// An encoder's graph gives embeddings only, on one rank: anything else is
+// Error(kUnsupported) saying so.
+void require_encoder_use(const Model& model, const GraphInputs& in);
+// An encoder's output: the rows asked for of its last states, flagged.
+Tensor* encoder_output(Graph& g, const GraphInputs& in, Tensor* x);
+
 // x / rms(x) * w (w broadcast over rows).
 Tensor* rms_norm(Graph& g, Tensor* x, Tensor* w, float eps);
 // LayerNorm: (x - mean(x)) / sqrt(var(x) + eps) * w + b, per row (b nullable).

@@ -19,6 +19,7 @@ extern const Architecture kOlmoeArchitecture;
 extern const Architecture kBertArchitecture;
 extern const Architecture kNomicBertArchitecture;
 extern const Architecture kJinaBertV2Architecture;
+extern const Architecture kModernBertArchitecture;
 
 namespace {
 
@@ -27,7 +28,8 @@ constexpr std::array kArchitectures = {&kLlamaArchitecture, &kQwen2Architecture,
                                        &kPhi3Architecture, &kQwen3MoeArchitecture,
                                        &kQwen2MoeArchitecture, &kGptOssArchitecture,
                                        &kOlmoeArchitecture, &kBertArchitecture,
-                                       &kNomicBertArchitecture, &kJinaBertV2Architecture};
+                                       &kNomicBertArchitecture, &kJinaBertV2Architecture,
+                                       &kModernBertArchitecture};
 
 }  // namespace
 

@@ -59,6 +59,11 @@ constexpr SynthShape kShapes[] = {
     {"jina-bert-v2-tiny-gate", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "jina-bert-v2", 0, 0, 0, 0, 0, 0.0f, 0,
      false, 0, true},
     // nomic-embed-text-v1.5 as published (RoPE base 1000, SwiGLU), and a fixture's.
+    // ModernBERT-base as published (22 blocks, GEGLU of 1152, a 128-token local window in all
+    // but every third block, RoPE bases 160000 global and 10000 local), and a fixture's
+    // (3 blocks, a window of 8: 4 either side).
+    {"modernbert-base", 768, 22, 12, 12, 1152, 0, 8192, 160000.0f, true, "modern-bert", 0, 0, 0, 0, 128},
+    {"modern-bert-tiny", 32, 3, 4, 4, 64, 0, 512, 160000.0f, true, "modern-bert", 0, 0, 0, 0, 8},
     {"nomic-embed-text-v1.5", 768, 12, 12, 12, 3072, 0, 2048, 1000.0f, true, "nomic-bert"},
     {"nomic-bert-tiny", 32, 2, 4, 4, 64, 0, 2048, 1000.0f, true, "nomic-bert"},  // fixtures
 };
@@ -105,7 +110,27 @@ bool is_moe(const SynthShape& s) {
 }
 
 bool is_encoder(const SynthShape& s) {
-  return s.arch == "bert" || s.arch == "nomic-bert" || s.arch == "jina-bert-v2";
+  return s.arch == "bert" || s.arch == "nomic-bert" || s.arch == "jina-bert-v2" || s.arch == "modern-bert";
+}
+
+// modern-bert: pre-norm LayerNorms without biases (none before block 0's
+// attention), q/k/v fused, no biases anywhere, GEGLU with the gate fused
+// into ffn_up, a final LayerNorm.
+std::vector<TensorSpec> modern_bert_tensors_of(const SynthShape& s, int64_t n_vocab) {
+  std::vector<TensorSpec> t;
+  t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
+  t.push_back({"token_embd_norm.weight", {s.n_embd}, Fill::kNorm});
+  t.push_back({"output_norm.weight", {s.n_embd}, Fill::kNorm});
+  for (int64_t i = 0; i < s.n_layer; ++i) {
+    auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
+    if (i > 0) t.push_back({n("attn_norm"), {s.n_embd}, Fill::kNorm});
+    t.push_back({n("attn_qkv"), {s.n_embd, 3 * s.n_embd}, Fill::kWeights});
+    t.push_back({n("attn_output"), {s.n_embd, s.n_embd}, Fill::kWeights});
+    t.push_back({n("ffn_norm"), {s.n_embd}, Fill::kNorm});
+    t.push_back({n("ffn_up"), {s.n_embd, 2 * s.n_ff}, Fill::kWeights});
+    t.push_back({n("ffn_down"), {s.n_ff, s.n_embd}, Fill::kWeights});
+  }
+  return t;
 }
 
 // bert: llama.cpp's BERT layout (token types, absolute positions,
@@ -166,6 +191,7 @@ std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab, in
 
 // n_token_types: the vocabulary's tokenizer.ggml.token_type_count (bert).
 std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab, int64_t n_token_types = 2) {
+  if (s.arch == "modern-bert") return modern_bert_tensors_of(s, n_vocab);
   if (is_encoder(s)) return bert_tensors_of(s, n_vocab, n_token_types);
   const int64_t head = head_dim(s), q = head * s.n_head, kv = head * s.n_head_kv;
   std::vector<TensorSpec> t;
@@ -245,7 +271,7 @@ void check_options(const SynthOptions& o) {
       s.arch != "gpt-oss" && s.arch != "olmoe" && !is_encoder(s)) {
     fail(ErrorCategory::kInvalidArgument,
          "[synth] shape '{}': found architecture '{}', expected llama, qwen3, qwen3moe, qwen2moe, gpt-oss, olmoe, "
-         "bert, nomic-bert or jina-bert-v2",
+         "bert, nomic-bert, jina-bert-v2 or modern-bert",
          s.name, s.arch);
   }
   if (s.arch != "llama" && s.arch != "qwen3" && !is_encoder(s) && s.n_expert == 0) {
@@ -416,6 +442,10 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
     if (s.arch == "qwen2moe") w.set_u32(key("expert_shared_feed_forward_length"), static_cast<uint32_t>(s.n_ff));
   }
   if (s.sliding_window > 0) w.set_u32(key("attention.sliding_window"), static_cast<uint32_t>(s.sliding_window));
+  if (s.arch == "modern-bert") {  // local blocks: all but every third, RoPE base 10000
+    w.set_u32(key("attention.sliding_window_pattern"), 3);
+    w.set_f32(key("rope.freq_base_swa"), 10000.0f);
+  }
   if (s.yarn_factor > 0.0f) {
     w.set_string(key("rope.scaling.type"), "yarn");
     w.set_f32(key("rope.scaling.factor"), s.yarn_factor);

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <span>
 #include <thread>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -29,6 +30,22 @@ namespace {
 // worst 2.2e-8 on bert-tiny on every tier; without the token type row 0.39,
 // without the position embeddings 0.31.
 constexpr double kEmbdNmseLimit = 1e-4;
+
+// The same input packed with others and alone: the pass's matmuls take other
+// kernels (blocks of rows, f16 activations on the SIMD tiers), so the two
+// differ by rounding, which a pre-norm stack (modern_bert) carries to the
+// output: measured NMSE up to 1.1e-9 (modern_bert on avx2 and avx512); a
+// neighbour's tokens leaking in would give ~1.
+constexpr double kPackedNmseLimit = 1e-7;
+
+double nmse(std::span<const float> got, std::span<const float> want) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    err += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    ref += double(want[i]) * want[i];
+  }
+  return err / ref;
+}
 
 struct EncoderFixture {
   std::string architecture, gguf;
@@ -183,12 +200,16 @@ TEST_P(EncoderFixtureTest, BatchedInputsEqualEachAlone) {
   ASSERT_EQ(all.size(), inputs.size());
   EXPECT_GE(done.size(), 2u);
   EXPECT_EQ(done.back(), inputs.size());
+  double worst = 0;
   for (size_t i = 0; i < fixture_.ids.size(); ++i) {
     const std::vector<float> one = alone.embed(fixture_.ids[i], -1);
     for (size_t k = i; k < inputs.size(); k += fixture_.ids.size()) {
-      for (size_t j = 0; j < one.size(); ++j) ASSERT_NEAR(all[k][j], one[j], 1e-5) << "input " << k;
+      ASSERT_EQ(all[k].size(), one.size());
+      worst = std::max(worst, nmse(all[k], one));
+      EXPECT_LT(nmse(all[k], one), kPackedNmseLimit) << "input " << k;
     }
   }
+  std::printf("[ encoder  ] %s: packed vs alone, worst NMSE %.3g\n", GetParam().name.c_str(), worst);
   // An input too long, or empty, is named before anything runs.
   std::vector<std::vector<int32_t>> bad = {fixture_.ids[0], std::vector<int32_t>(513, 1037)};
   try {
@@ -214,9 +235,7 @@ TEST_P(EncoderFixtureTest, ConcurrentCallsShareRunsAndEqualEachAlone) {
       for (int c = 0; c < kCalls; ++c) {
         const size_t i = static_cast<size_t>(t + c) % fixture_.ids.size();
         const std::vector<float> got = shared.embed(fixture_.ids[i], -1);
-        for (size_t j = 0; j < got.size(); ++j) {
-          if (std::abs(got[j] - want[i][j]) > 1e-5f) ++bad;
-        }
+        if (got.size() != want[i].size() || nmse(got, want[i]) > kPackedNmseLimit) ++bad;
       }
     });
   }
@@ -301,7 +320,9 @@ std::string case_name(const ::testing::TestParamInfo<TierCase>& info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Encoders, EncoderFixtureTest,
-                         ::testing::ValuesIn(cases_of({"bert", "nomic_bert", "xlm_roberta", "jina_bert_v2", "jina_bert_v2_gate"})), case_name);
+                         ::testing::ValuesIn(cases_of({"bert", "nomic_bert", "xlm_roberta", "jina_bert_v2",
+                                                       "jina_bert_v2_gate", "modern_bert"})),
+                         case_name);
 
 // A decoder that embeds (qwen3_embedding: Qwen3-Embedding's layout, tied
 // embeddings, `qwen3.pooling_type` 3): llama.cpp's llama_decode keeps the
@@ -333,23 +354,16 @@ TEST_P(DecoderEmbeddingTest, LastTokenEmbeddingsMatchLlamaCpp) {
     worst = std::max(worst, err / ref);
     EXPECT_LT(err / ref, kEmbdNmseLimit) << "text " << t;
   }
-  // Packed several to a pass, each input still attends only to itself. The
-  // pass's matmuls take other kernels than one text's (blocks of rows, f16
-  // activations on the SIMD tiers), so the two differ by rounding: measured
-  // NMSE 1.5e-11 (ref: 0); a neighbour's tokens leaking in would give ~1.
+  // Packed several to a pass, each input still attends only to itself
+  // (measured NMSE 1.5e-11 against alone; ref: 0).
   serving::Embedder packed(*model_, serving::Pooling::kLast, 512, 100);
   const auto all = packed.embed_all(fixture_.ids, -1);
   ASSERT_EQ(all.size(), fixture_.ids.size());
   double worst_packed = 0;
   for (size_t t = 0; t < all.size(); ++t) {
     const std::vector<float> one = embedder.embed(fixture_.ids[t], -1);
-    double err = 0, ref = 0;
-    for (size_t i = 0; i < n; ++i) {
-      err += (double(all[t][i]) - one[i]) * (double(all[t][i]) - one[i]);
-      ref += double(one[i]) * one[i];
-    }
-    worst_packed = std::max(worst_packed, err / ref);
-    EXPECT_LT(err / ref, 1e-8) << "input " << t;
+    worst_packed = std::max(worst_packed, nmse(all[t], one));
+    EXPECT_LT(nmse(all[t], one), kPackedNmseLimit) << "input " << t;
   }
   std::printf("[ encoder  ] %s: worst embedding NMSE %.3g, packed vs alone %.3g\n", GetParam().name.c_str(),
               worst, worst_packed);

@@ -79,16 +79,20 @@ class KvCache {
   void shifts(std::span<int32_t> shift) const;
   void clear_shift();
 
+  // Which cells a token sees, and what its mask holds for them.
+  struct MaskRule {
+    bool causal = true;          // false (an encoder): later positions too
+    int64_t n_swa = 0;           // > 0: a sliding window of n_swa positions ...
+    bool swa_symmetric = false;  // ... behind (llama.cpp's standard), or n_swa / 2 either side (ModernBERT)
+    bool alibi = false;          // a seen cell holds -|pos - its pos|, scaled by each head's ALiBi slope
+  };
   // Mask rows for batch[begin, end) (padded with rows that see every cell up
   // to n_kv, so padding computes finite values): mask[i * n_kv + j] is 0
-  // where token i may attend cell j (a shared sequence, position <= its
-  // own and, when n_swa > 0, less than n_swa behind it: llama.cpp's
-  // standard sliding window), else -inf. `n_tokens` >= end - begin rows are
-  // written. Not `causal` (an encoder): every cell of a shared sequence,
-  // whatever its position. `alibi`: a seen cell holds -|pos - its pos|,
-  // which the attention scales by each head's slope (llama.cpp's mask).
+  // where token i may attend cell j (a shared sequence, position <= its own
+  // unless not causal, and inside the window), else -inf. `n_tokens` >=
+  // end - begin rows are written.
   void build_mask(const Batch& batch, size_t begin, size_t end, int64_t n_kv, int64_t n_tokens,
-                  float* mask, int64_t n_swa = 0, bool causal = true, bool alibi = false) const;
+                  float* mask, const MaskRule& rule) const;
 
  private:
   struct Cell {

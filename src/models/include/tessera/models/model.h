@@ -64,6 +64,7 @@ struct Hparams {
   // swa_layers[il] set, a query at position p sees a key at p_k only when
   // p - p_k < n_swa; such layers rotate with their own base and scale.
   int64_t n_swa = 0;  // 0: every layer attends to the whole context
+  bool swa_symmetric = false;  // ModernBERT: the window n_swa / 2 either side of the query
   std::vector<uint8_t> swa_layers;
   float rope_freq_base_swa = 10000.0f;
   float rope_freq_scale_swa = 1.0f;
@@ -103,6 +104,7 @@ struct Hparams {
   // and an ffn_up of 2 n_ff rows that holds the GEGLU's gate rows first.
   float max_alibi_bias = 0.0f;
   bool ffn_up_gated = false;
+  bool ffn_silu = false;  // modern-bert: hidden_act silu (SwiGLU, not GEGLU)
   float attn_scale = 0.0f;           // scale of q.k; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
 
