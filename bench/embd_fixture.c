@@ -111,7 +111,22 @@ int main(int argc, char** argv) {
   printf("  \"%s\": [\n", rank ? "pairs" : "texts");
   for (int t = 0; t < n_inputs; ++t) {
     int n;
-    if (rank) {
+    const char* tmpl = rank ? llama_model_chat_template(model, "rerank") : NULL;
+    if (tmpl != NULL) {  // llama-server's format_prompt_rerank with the model's template
+      static char prompt[8192];
+      size_t len = 0;
+      for (const char* p = tmpl; *p != 0 && len + 512 < sizeof prompt;) {
+        const char* value = strncmp(p, "{query}", 7) == 0 ? kPairs[t][0] : strncmp(p, "{document}", 10) == 0 ? kPairs[t][1] : NULL;
+        if (value != NULL) {
+          len += (size_t)snprintf(prompt + len, sizeof prompt - len, "%s", value);
+          p += value == kPairs[t][0] ? 7 : 10;
+        } else {
+          prompt[len++] = *p++;
+        }
+      }
+      prompt[len] = 0;
+      n = llama_tokenize(vocab, prompt, (int32_t)len, tok, kCtx, false, true);
+    } else if (rank) {
       llama_token eos = llama_vocab_eos(vocab);
       if (eos < 0) eos = llama_vocab_sep(vocab);
       n = 0;

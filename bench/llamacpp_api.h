@@ -69,6 +69,7 @@ void llama_backend_init(void);
 void ggml_backend_load_all_from_path(const char* dir);
 
 const void* llama_model_get_vocab(const void* model);
+const char* llama_model_chat_template(const void* model, const char* name);
 int32_t llama_vocab_n_tokens(const void* vocab);
 bool llama_vocab_is_eog(const void* vocab, llama_token token);
 int32_t llama_tokenize(const void* vocab, const char* text, int32_t text_len, llama_token* tokens,

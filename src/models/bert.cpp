@@ -15,6 +15,7 @@
 // LayerNorm (of its output plus the block's input again), and a GEGLU FFN:
 // the gate fused into ffn_up's first n_ff rows, or apart in ffn_gate.
 #include "declare.h"
+#include "keys.h"
 #include "layers.h"
 #include "tessera/core/error.h"
 
@@ -22,14 +23,7 @@ namespace tessera {
 namespace {
 
 void read_hparams(const gguf::File& file, Hparams& hp) {
-  const std::string labels = hp.architecture + ".classifier.output_labels";
-  if (const gguf::Value* v = file.find(labels)) {
-    hp.n_cls_out = static_cast<int64_t>(v->array().size());
-    if (hp.n_cls_out < 1 || hp.n_cls_out > 4096) {
-      fail(ErrorCategory::kInvalidFile, "[model {}] key '{}' found {} labels, expected 1 to 4096",
-           file.name(), labels, hp.n_cls_out);
-    }
-  }
+  models::read_cls_labels(file, hp);
   const gguf::Value* types = file.find("tokenizer.ggml.token_type_count");
   hp.n_token_types = types != nullptr && types->is_integer() ? static_cast<int64_t>(types->u32()) : 0;
   if (hp.n_token_types < 1 || hp.n_token_types > 16) {

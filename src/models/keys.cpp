@@ -69,6 +69,17 @@ void KeyReader::check_range(std::string_view suffix, int64_t v, int64_t lo, int6
   if (v < lo || v > hi) bad(suffix, std::to_string(v), fmt::format("{} to {}", lo, hi));
 }
 
+void read_cls_labels(const gguf::File& file, Hparams& hp) {
+  const std::string labels = hp.architecture + ".classifier.output_labels";
+  if (const gguf::Value* v = file.find(labels)) {
+    hp.n_cls_out = v->type() == gguf::ValueType::kArray ? static_cast<int64_t>(v->array().size()) : 0;
+    if (hp.n_cls_out < 1 || hp.n_cls_out > 4096) {
+      fail(ErrorCategory::kInvalidFile, "[model {}] key '{}' found {} labels, expected 1 to 4096",
+           file.name(), labels, hp.n_cls_out);
+    }
+  }
+}
+
 void read_swa_pattern(const KeyReader& r, Hparams& hp, int64_t period, bool dense_first) {
   hp.swa_layers.assign(static_cast<size_t>(hp.n_layer), 0);
   const gguf::Value* pattern = r.find("attention.sliding_window_pattern");

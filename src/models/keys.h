@@ -40,6 +40,10 @@ class KeyReader {
   std::string arch_;
 };
 
+// Hparams::n_cls_out from `<arch>.classifier.output_labels` (a reranker's
+// labels: 1 to 4096; 1 when absent).
+void read_cls_labels(const gguf::File& file, Hparams& hp);
+
 // Hparams::swa_layers from `attention.sliding_window_pattern`: a per-layer
 // array (nonzero: sliding window), or a period (default `period`), as
 // llama.cpp's set_swa_pattern reads it: with `dense_first`, layer il is

@@ -53,6 +53,12 @@ constexpr SynthShape kShapes[] = {
      0, 0, 0, 0, 0.0f, 0, false, 3},
     {"qwen3-embedding-tiny", 64, 2, 4, 2, 128, 0, 2048, 1000000.0f, true, "qwen3", 32, 0, 0, 0, 0, 0.0f, 0,
      false, 3},
+    // Qwen3-Reranker's layout: qwen3 with cls.output, the lm_head rows of "yes" and "no"
+    // (rank pooling on the last token, their softmax): 0.6B as published, and a fixture's.
+    {"qwen3-reranker-0.6b", 1024, 28, 16, 8, 3072, 151669, 40960, 1000000.0f, true, "qwen3", 128,
+     0, 0, 0, 0, 0.0f, 0, true, 4},
+    {"qwen3-reranker-tiny", 64, 2, 4, 2, 128, 0, 2048, 1000000.0f, true, "qwen3", 32, 0, 0, 0, 0, 0.0f, 0,
+     true, 4},
     // jina-embeddings-v2-base-en as published (ALiBi, GEGLU; 8192 tokens), and a fixture's.
     {"jina-embeddings-v2-base-en", 768, 12, 12, 12, 3072, 0, 8192, 10000.0f, true, "jina-bert-v2"},
     {"jina-bert-v2-tiny", 32, 2, 4, 4, 64, 0, 512, 10000.0f, true, "jina-bert-v2"},  // fixtures
@@ -198,6 +204,7 @@ std::vector<TensorSpec> tensors_of(const SynthShape& s, int64_t n_vocab, int64_t
   t.push_back({"token_embd.weight", {s.n_embd, n_vocab}, Fill::kWeights});
   t.push_back({"output_norm.weight", {s.n_embd}, Fill::kNorm});
   if (!s.tied_output) t.push_back({"output.weight", {s.n_embd, n_vocab}, Fill::kWeights});
+  if (s.rerank) t.push_back({"cls.output.weight", {s.n_embd, 2}, Fill::kWeights});  // "yes", "no"
   for (int64_t i = 0; i < s.n_layer; ++i) {
     auto n = [i](const char* what) { return fmt::format("blk.{}.{}.weight", i, what); };
     t.push_back({n("attn_norm"), {s.n_embd}, Fill::kNorm});
@@ -425,6 +432,15 @@ void synthesize_model(const SynthOptions& o, const std::filesystem::path& path,
   const bool positions_learned = s.arch == "bert" || s.arch == "jina-bert-v2";  // or ALiBi: no RoPE
   if (!positions_learned) w.set_f32(key("rope.freq_base"), s.rope_base);
   if (s.pooling > 0) w.set_u32(key("pooling_type"), s.pooling);
+  if (!encoder && s.rerank) {  // Qwen3-Reranker's labels and its prompt, as its GGUF carries them
+    w.set_array_strings(key("classifier.output_labels"), std::vector<std::string>{"yes", "no"});
+    w.set_string("tokenizer.chat_template.rerank",
+                 "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query "
+                 "and the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+                 "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that "
+                 "answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+                 "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  }
   if (s.arch == "qwen3" || s.arch == "qwen3moe" || s.arch == "gpt-oss") {
     w.set_u32(key("attention.key_length"), static_cast<uint32_t>(head_dim(s)));
     w.set_u32(key("attention.value_length"), static_cast<uint32_t>(head_dim(s)));

@@ -78,8 +78,31 @@ std::vector<double> affine(const std::vector<float>& w, const std::vector<float>
 
 }  // namespace
 
+std::string rerank_template(const Model& model) {
+  const gguf::Value* v = model.file().find("tokenizer.chat_template.rerank");
+  return v != nullptr && v->type() == gguf::ValueType::kString ? std::string(v->string()) : std::string();
+}
+
 std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view query,
-                                   std::string_view document) {
+                                   std::string_view document, std::string_view rerank_template) {
+  if (!rerank_template.empty()) {
+    // Each "{query}" and "{document}" of the template replaced (a query that
+    // itself holds "{document}" keeps it: llama-server would replace that
+    // too); the replaced ranges stay plain text.
+    std::string prompt;
+    std::vector<TextRange> plain;
+    for (size_t pos = 0;;) {
+      const size_t q = rerank_template.find("{query}", pos), d = rerank_template.find("{document}", pos);
+      const size_t hit = std::min(q, d);
+      prompt.append(rerank_template.substr(pos, hit == std::string_view::npos ? hit : hit - pos));
+      if (hit == std::string_view::npos) break;
+      const std::string_view value = hit == q ? query : document;
+      plain.push_back({prompt.size(), value.size()});
+      prompt.append(value);
+      pos = hit + (hit == q ? std::string_view("{query}").size() : std::string_view("{document}").size());
+    }
+    return tokenizer.tokenize(prompt, /*add_special=*/false, /*parse_special=*/true, plain);
+  }
   const TokenId eos = tokenizer.eos() != kNoToken ? tokenizer.eos() : tokenizer.sep();
   std::vector<int32_t> out;
   if (tokenizer.add_bos() && tokenizer.bos() != kNoToken) out.push_back(tokenizer.bos());
@@ -225,7 +248,10 @@ std::vector<std::vector<double>> Embedder::run_passes(const std::vector<const st
   const auto width = static_cast<size_t>(context_->output_width());
   std::vector<std::vector<double>> out;
   out.reserve(inputs.size());
-  const bool first = pooling_ == Pooling::kCls || pooling_ == Pooling::kRank;
+  // A decoder's reranker (Qwen3-Reranker) reads its last token, as llama.cpp does.
+  const bool rank_last = pooling_ == Pooling::kRank && !model_.is_encoder();
+  const bool first = pooling_ == Pooling::kCls || (pooling_ == Pooling::kRank && !rank_last);
+  const bool last = pooling_ == Pooling::kLast || rank_last;
   for (size_t begin = 0; begin < inputs.size();) {
     // As many inputs as one pass holds, each its own sequence.
     size_t end = begin;
@@ -242,8 +268,8 @@ std::vector<std::vector<double>> Embedder::run_passes(const std::vector<const st
       const auto n = static_cast<int64_t>(in.size());
       const int seq = static_cast<int>(k - begin);
       for (int64_t i = 0; i < n; ++i) {
-        const bool want = pooling_ == Pooling::kMean || pooling_ == Pooling::kNone ||
-                          (pooling_ == Pooling::kLast && i + 1 == n) || (first && i == 0);
+        const bool want = pooling_ == Pooling::kMean || pooling_ == Pooling::kNone || (last && i + 1 == n) ||
+                          (first && i == 0);
         batch_.add(in[static_cast<size_t>(i)], static_cast<int32_t>(i), {seq}, want);
       }
     }
@@ -278,12 +304,18 @@ std::vector<std::vector<double>> Embedder::run_passes(const std::vector<const st
 }
 
 std::vector<float> Embedder::score(std::vector<double> x) const {
-  // The classifier head on the [CLS] state (llama.cpp's rank pooling).
+  // The classifier head on the [CLS] state, or a decoder's last (llama.cpp's rank pooling).
   if (!cls_.empty()) {
     x = affine(cls_, cls_b_, x);
     for (double& v : x) v = std::tanh(v);
   }
   if (!cls_out_.empty()) x = affine(cls_out_, cls_out_b_, x);
+  if (!model_.is_encoder()) {  // a decoder's labels' logits: their softmax, as llama.cpp gives
+    const double top = *std::max_element(x.begin(), x.end());
+    double sum = 0;
+    for (double& v : x) sum += (v = std::exp(v - top));
+    for (double& v : x) v /= sum;
+  }
   return std::vector<float>(x.begin(), x.end());
 }
 

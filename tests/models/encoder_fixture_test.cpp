@@ -258,37 +258,50 @@ TEST_P(EncoderFixtureTest, GenerationIsRefused) {
   }
 }
 
-// A reranker (bert_rerank: bert-tiny with a one-label classifier head, rank
-// pooling): each (query, document) pair laid out as llama-server does, and
-// its score within 5e-4 of llama.cpp's. Scores are ~0.05; llama.cpp rounds
-// the head's inputs to f16 (2^-11 relative) for its F16 cls matmul, which
+// Rerankers, each (query, document) pair laid out as llama-server does and
+// its scores near llama.cpp's. bert_rerank: bert-tiny with a one-label
+// classifier head on [CLS]; scores are ~0.05, and llama.cpp rounds the
+// head's inputs to f16 (2^-11 relative) for its F16 cls matmul, which
 // through 32 weights of std 0.1 and the output row moves a score by up to
-// ~3e-4; measured 8.2e-5 on every tier.
+// ~3e-4 (limit 5e-4); measured 8.2e-5 on every tier. qwen3_reranker:
+// Qwen3-Reranker's layout and prompt (tokenizer.chat_template.rerank, ~270
+// tokens), the labels' ("yes", "no") rows on the last token and their
+// softmax; the last hidden state agrees to ~1e-3 relative (a
+// decoder's, through llama.cpp's f16 KV cache: NMSE ~1e-6), logits of ~2
+// then differ by ~2e-3 and the softmax's slope (at most 1/4) makes that
+// ~5e-4 (limit 1.5e-3); measured 1.3e-4 on every tier.
 TEST_P(EncoderFixtureTest, RerankScoresMatchLlamaCpp) {
   const std::string dir = testing::fixtures_dir() + "/archs/";
-  std::ifstream js(dir + "bert_rerank.json");
-  const nlohmann::json j = nlohmann::json::parse(js);
-  ASSERT_EQ(j.at("pooling").get<int>(), 4);
-  const auto model = Model::load(*rt_, dir + "bert_rerank.gguf");
-  EXPECT_EQ(serving::model_pooling(*model), serving::Pooling::kRank);
-  EXPECT_EQ(model->hparams().n_cls_out, 1);
-  const Tokenizer tok = Tokenizer::from_gguf(model->file());
-  std::ifstream e(dir + j.at("embeddings").get<std::string>(), std::ios::binary);
-  serving::Embedder ranker(*model, serving::Pooling::kRank, 512);
-  double worst = 0;
-  for (const auto& pair : j.at("pairs")) {
-    const auto ids = pair.at("ids").get<std::vector<int32_t>>();
-    EXPECT_EQ(serving::rerank_tokens(tok, pair.at("query").get<std::string>(),
-                                     pair.at("document").get<std::string>()),
-              ids);
-    float want = 0;
-    e.read(reinterpret_cast<char*>(&want), sizeof want);
-    const std::vector<float> got = ranker.embed(ids);
-    ASSERT_EQ(got.size(), 1u);
-    worst = std::max(worst, std::abs(double(got[0]) - want));
-    EXPECT_NEAR(got[0], want, 5e-4) << pair.at("document");
+  for (const auto& [name, limit] : {std::pair<std::string, double>{"bert_rerank", 5e-4}, {"qwen3_reranker", 1.5e-3}}) {
+    SCOPED_TRACE(name);
+    std::ifstream js(dir + name + ".json");
+    const nlohmann::json j = nlohmann::json::parse(js);
+    ASSERT_EQ(j.at("pooling").get<int>(), 4);
+    const auto n_out = j.at("n_out").get<size_t>();
+    const auto model = Model::load(*rt_, dir + name + ".gguf");
+    EXPECT_EQ(serving::model_pooling(*model), serving::Pooling::kRank);
+    EXPECT_EQ(model->hparams().n_cls_out, static_cast<int64_t>(n_out));
+    const Tokenizer tok = Tokenizer::from_gguf(model->file());
+    std::ifstream e(dir + j.at("embeddings").get<std::string>(), std::ios::binary);
+    serving::Embedder ranker(*model, serving::Pooling::kRank, 512);
+    double worst = 0;
+    for (const auto& pair : j.at("pairs")) {
+      const auto ids = pair.at("ids").get<std::vector<int32_t>>();
+      EXPECT_EQ(serving::rerank_tokens(tok, pair.at("query").get<std::string>(),
+                                       pair.at("document").get<std::string>(), serving::rerank_template(*model)),
+                ids);
+      std::vector<float> want(n_out);
+      e.read(reinterpret_cast<char*>(want.data()), static_cast<std::streamsize>(n_out * sizeof(float)));
+      const std::vector<float> got = ranker.embed(ids);
+      ASSERT_EQ(got.size(), n_out);
+      for (size_t k = 0; k < n_out; ++k) {
+        worst = std::max(worst, std::abs(double(got[k]) - want[k]));
+        EXPECT_NEAR(got[k], want[k], limit) << pair.at("document") << " label " << k;
+      }
+    }
+    ASSERT_TRUE(e) << "short " << name << " scores";
+    std::printf("[ encoder  ] %s: worst score difference %.3g\n", name.c_str(), worst);
   }
-  std::printf("[ encoder  ] bert_rerank: worst score difference %.3g\n", worst);
   // An embedding model has no head to rank with.
   try {
     serving::Embedder no(*model_, serving::Pooling::kRank, 512);
@@ -296,6 +309,23 @@ TEST_P(EncoderFixtureTest, RerankScoresMatchLlamaCpp) {
   } catch (const Error& err) {
     EXPECT_EQ(err.category(), ErrorCategory::kUnsupported) << err.what();
   }
+}
+
+// A rerank template: each "{query}" and "{document}" filled in, the
+// template's own special-token text parsed, the query's and document's kept
+// as text; without one, the plain layout.
+TEST(RerankTokens, TemplateFillsQueryAndDocumentAsPlainText) {
+  const gguf::File file = gguf::File::open(testing::fixtures_dir() + "/tokenizer/ggml-vocab-llama-spm.gguf");
+  const Tokenizer tok = Tokenizer::from_gguf(file);
+  ASSERT_EQ(tok.eos(), 2);  // </s>, a control token
+  const auto ids = serving::rerank_tokens(tok, "q</s>", "d {query}", "<s>Q: {query}</s>D: {document}</s>");
+  const std::string text = tok.detokenize(ids, {.render_special = true});
+  EXPECT_EQ(text, "<s> Q: q</s></s> D: d {query}</s>") << text;  // SPM: a space after a special token
+  // The template's two </s> are the control token; the query's is text.
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), tok.eos()), 2);
+  EXPECT_EQ(ids.front(), tok.bos());
+  EXPECT_EQ(ids.back(), tok.eos());
+  EXPECT_EQ(serving::rerank_tokens(tok, "q", "d", ""), serving::rerank_tokens(tok, "q", "d"));
 }
 
 // Truncation keeps a closing [SEP] in last place; an input that fits, or

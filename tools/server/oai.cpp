@@ -634,7 +634,7 @@ json embeddings_response(const EmbeddingRequest& r, const std::vector<std::vecto
           {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
 }
 
-RerankRequest parse_rerank(const ojson& body, const Tokenizer& tokenizer) {
+RerankRequest parse_rerank(const ojson& body, const Tokenizer& tokenizer, std::string_view rerank_template) {
   RerankRequest r;
   const auto q = body.find("query");
   if (q == body.end() || !q->is_string() || q->get<std::string>().empty()) {
@@ -652,7 +652,7 @@ RerankRequest parse_rerank(const ojson& body, const Tokenizer& tokenizer) {
   for (const ojson& d : list) {
     if (!d.is_string() || d.get<std::string>().empty()) bad_request("'{}' must hold non-empty strings", name);
     r.documents.push_back(d.get<std::string>());
-    r.inputs.push_back(serving::rerank_tokens(tokenizer, query, r.documents.back()));
+    r.inputs.push_back(serving::rerank_tokens(tokenizer, query, r.documents.back(), rerank_template));
   }
   r.top_n = r.documents.size();
   if (const auto t = body.find("top_n"); t != body.end() && !t->is_null()) {

@@ -107,7 +107,9 @@ struct RerankRequest {
   bool truncate = false;  // cut pairs longer than the model takes (else a 400 naming the index)
   bool tei = false;  // `texts`: TEI's answer, a bare array with `score` and `text`
 };
-RerankRequest parse_rerank(const nlohmann::ordered_json& body, const Tokenizer& tokenizer);
+// rerank_template: the model's (serving::rerank_template), or empty.
+RerankRequest parse_rerank(const nlohmann::ordered_json& body, const Tokenizer& tokenizer,
+                           std::string_view rerank_template = {});
 // Results sorted by score, best first, the first top_n: {index,
 // relevance_score, document: {text}?} under llama-server's list object, or
 // TEI's [{index, score, text?}].

@@ -129,7 +129,8 @@ struct Server::Impl {
     if (!options.rerank) {
       throw HttpError(501, "this server does not rerank: start it with --rerank (and a reranker model)");
     }
-    RerankRequest r = parse_rerank(body(req, Endpoint::kRerank), *tokenizer);
+    RerankRequest r =
+        parse_rerank(body(req, Endpoint::kRerank), *tokenizer, serving::rerank_template(embedder->model()));
     if (r.truncate) {
       for (auto& in : r.inputs) serving::truncate_tokens(in, static_cast<size_t>(embedder->max_tokens()), *tokenizer);
     }

@@ -105,6 +105,7 @@ Runner add_embed(CLI::App& app) {
     const bool progress = texts.size() > 1 && isatty(STDERR_FILENO) != 0;
     std::vector<std::vector<int32_t>> inputs;
     inputs.reserve(texts.size());
+    const std::string rerank_prompt = serving::rerank_template(model);
     int64_t tokens = 0;
     for (size_t i = 0; i < texts.size(); ++i) {
       if (pooling == serving::Pooling::kRank) {  // QUERY<sep>DOCUMENT, laid out as llama-server does
@@ -114,7 +115,8 @@ Runner add_embed(CLI::App& app) {
                "found no separator", i + 1, texts.size(), f->cls_separator == "\t" ? "<tab>" : f->cls_separator);
         }
         inputs.push_back(serving::rerank_tokens(lm.tokenizer, std::string_view(texts[i]).substr(0, at),
-                                                std::string_view(texts[i]).substr(at + f->cls_separator.size())));
+                                                std::string_view(texts[i]).substr(at + f->cls_separator.size()),
+                                                rerank_prompt));
       } else {
         inputs.push_back(lm.tokenizer.tokenize(texts[i], /*add_special=*/true));
       }

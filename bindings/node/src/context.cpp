@@ -199,8 +199,9 @@ Napi::Value NativeContext::Rerank(const Napi::CallbackInfo& info) {
         env,
         [s, query, documents, normalize] {
           std::vector<std::vector<int32_t>> inputs;
+          const std::string tmpl = serving::rerank_template(*s->loaded.model);
           for (const std::string& d : documents) {
-            inputs.push_back(serving::rerank_tokens(s->loaded.tokenizer, query, d));
+            inputs.push_back(serving::rerank_tokens(s->loaded.tokenizer, query, d, tmpl));
           }
           Ranked ranked;
           const auto scores = s->ranker_for_use().embed_all(inputs);

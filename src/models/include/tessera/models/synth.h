@@ -31,7 +31,7 @@ struct SynthShape {
   int64_t sliding_window = 0;   // gpt-oss: every other layer's window
   float yarn_factor = 0.0f;     // > 0: rope.scaling.type yarn with this factor ...
   uint32_t yarn_orig_ctx = 0;   // ... over this original context
-  bool rerank = false;          // bert: a classifier head (cls, cls.output) and rank pooling
+  bool rerank = false;          // a classifier head and rank pooling (bert: cls, cls.output; qwen3: cls.output)
   uint32_t pooling = 0;         // > 0: {arch}.pooling_type (a decoder that embeds: 3, last)
   bool ffn_gate_apart = false;  // jina-bert-v2: ffn_gate beside ffn_up, as older converters wrote
 };

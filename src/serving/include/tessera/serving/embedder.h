@@ -21,7 +21,8 @@
 
 namespace tessera::serving {
 
-// kRank: a reranker's classifier head on the [CLS] state, one score per
+// kRank: a reranker's classifier head on the [CLS] state (a decoder's, such
+// as Qwen3-Reranker's: on the last token, its labels' softmax), one score per
 // output label (llama.cpp's LLAMA_POOLING_TYPE_RANK).
 // kNone: no pooling, every token's state (llama.cpp's LLAMA_POOLING_TYPE_NONE).
 enum class Pooling { kMean, kLast, kCls, kRank, kNone };
@@ -39,10 +40,17 @@ const char* pooling_name(Pooling p);
 std::vector<float> normalize_embedding(std::span<const double> v, int mode);
 
 // The tokens a reranker scores for (query, document), as llama-server lays
-// them out: [BOS] query [EOS] [SEP] document [EOS], each special token as
-// the vocabulary adds it (BERT: [CLS] query [SEP] document).
+// them out. With the model's rerank template (rerank_template(), e.g.
+// Qwen3-Reranker's instruction prompt): the template with each "{query}"
+// and "{document}" replaced, tokenized with special tokens parsed in the
+// template's own text but never in the query's or the document's (llama-
+// server parses them there too, and replaces a "{document}" inside the query). Without: [BOS] query [EOS] [SEP] document
+// [EOS], each special token as the vocabulary adds it (BERT: [CLS] query
+// [SEP] document).
 std::vector<int32_t> rerank_tokens(const Tokenizer& tokenizer, std::string_view query,
-                                   std::string_view document);
+                                   std::string_view document, std::string_view rerank_template = {});
+// The model's tokenizer.chat_template.rerank, or empty.
+std::string rerank_template(const Model& model);
 
 // Cuts `ids` to at most `max` tokens, keeping a closing [SEP] / EOS (the
 // tokenizer's) in last place when the input ended with one (as HF's
@@ -74,6 +82,7 @@ class Embedder {
                                             int normalize = 2,
                                             const std::function<void(size_t done)>& progress = {});
   int64_t max_tokens() const { return max_tokens_; }
+  const Model& model() const { return model_; }
   Pooling pooling() const { return pooling_; }
   // Runs of passes made so far: one per call, or per group of calls that
   // shared them.
