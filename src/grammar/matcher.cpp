@@ -39,10 +39,9 @@ class StackTrie {
     if (2 * nodes_.size() >= slots_.size()) grow();
     for (size_t i = slot(below, e);; i = (i + 1) & (slots_.size() - 1)) {
       const uint32_t id = slots_[i];
-      if (id == kEmpty) {
-        slots_[i] = static_cast<uint32_t>(nodes_.size());
+      if (id == kEmpty) {  // the node first: a failed push_back leaves the table as it was
         nodes_.push_back({e, below, nodes_[below].depth + 1, static_cast<uint32_t>(i), false});
-        return slots_[i];
+        return slots_[i] = static_cast<uint32_t>(nodes_.size() - 1);
       }
       if (nodes_[id].e == e && nodes_[id].below == below) return id;
     }

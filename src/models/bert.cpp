@@ -132,11 +132,14 @@ Tensor* build_graph(Graph& g, const Model& model, const GraphInputs& in) {
     }
     x = h;
     Tensor* f;
-    if (hp.architecture == "jina-bert-v2" && (hp.ffn_up_gated || l.ffn_gate != nullptr)) {
+    // jina: ffn_up holds the gate's rows first where the file fused them or
+    // the loader did (Model::fuse_projections, for a gate without an up bias).
+    const bool up_gated = l.ffn_up->ne[1] == 2 * hp.n_ff;
+    if (hp.architecture == "jina-bert-v2" && (up_gated || l.ffn_gate != nullptr)) {
       // GEGLU: gelu(gate) * up, the gate the first half of ffn_up's rows or ffn_gate's.
       Tensor* u = layers::project(g, l.ffn_up, x, l.ffn_up_b);
       Tensor* gate = nullptr;
-      if (hp.ffn_up_gated) {
+      if (up_gated) {
         const size_t row = u->nb[1];
         gate = ops::view(g, u, {hp.n_ff, u->ne[1]}, {row}, 0);
         u = ops::view(g, u, {hp.n_ff, u->ne[1]}, {row}, static_cast<size_t>(hp.n_ff) * sizeof(float));

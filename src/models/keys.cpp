@@ -92,8 +92,10 @@ void read_swa_pattern(const KeyReader& r, Hparams& hp, int64_t period, bool dens
     for (uint64_t il = 0; il < a.size(); ++il) hp.swa_layers[il] = a.number<int64_t>(il) != 0;
     return;
   }
-  if (pattern != nullptr) period = static_cast<int64_t>(pattern->u64());
-  r.check_range("attention.sliding_window_pattern", period, 1, hp.n_layer + 1);
+  if (pattern != nullptr) {
+    period = static_cast<int64_t>(pattern->u64());
+    r.check_range("attention.sliding_window_pattern", period, 1, hp.n_layer + 1);
+  }
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     hp.swa_layers[static_cast<size_t>(il)] = dense_first ? il % period != 0 : (il % period) < period - 1;
   }

@@ -6,7 +6,7 @@
 // 0, 3, 6, ...: llama.cpp's symmetric window, dense first, period 3), each
 // kind with its own RoPE base; the input added back, a LayerNorm, a GEGLU
 // FFN (the gate the first n_ff rows of ffn_up) or SwiGLU where
-// `hidden_act` says silu, added back; a final LayerNorm.
+// `hidden_activation` says silu, added back; a final LayerNorm.
 #include "declare.h"
 #include "keys.h"
 #include "layers.h"
@@ -31,9 +31,14 @@ void read_hparams(const gguf::File& file, Hparams& hp) {
     }
     hp.rope_freq_scale_swa = 1.0f;
   }
-  const std::string act = r.string("hidden_act").value_or("gelu");
-  if (act != "gelu" && act != "silu") r.bad("hidden_act", "'" + act + "'", "gelu (GEGLU) or silu (SwiGLU)");
-  hp.ffn_silu = act == "silu";
+  // As llama.cpp: silu, swish or swiglu gate with SiLU (Granite Embedding
+  // R2); relu and reglu (ReGLU) are not built here; anything else is GEGLU.
+  const std::string act = r.string("hidden_activation").value_or("gelu");
+  if (act == "relu" || act == "reglu") {
+    fail(ErrorCategory::kUnsupported, "[model {}] key '{}' found '{}': ReGLU feed-forwards are not supported",
+         r.file_name(), r.key("hidden_activation"), act);
+  }
+  hp.ffn_silu = act == "silu" || act == "swish" || act == "swiglu";
 }
 
 void declare_tensors(TensorLoader& t, const Hparams& hp, Weights& w) {

@@ -180,7 +180,7 @@ std::vector<TensorSpec> bert_tensors_of(const SynthShape& s, int64_t n_vocab, in
     if (nomic || s.ffn_gate_apart) t.push_back({n("ffn_gate"), {s.n_embd, s.n_ff}, Fill::kWeights});
     const int64_t n_up = jina && !s.ffn_gate_apart ? 2 * s.n_ff : s.n_ff;
     t.push_back({n("ffn_up"), {s.n_embd, n_up}, Fill::kWeights});
-    if (!nomic) t.push_back({b("ffn_up"), {n_up}, Fill::kF32Weights});
+    if (!nomic && !jina) t.push_back({b("ffn_up"), {n_up}, Fill::kF32Weights});  // jina's GLU has none
     t.push_back({n("ffn_down"), {s.n_ff, s.n_embd}, Fill::kWeights});
     if (!nomic) t.push_back({b("ffn_down"), {s.n_embd}, Fill::kF32Weights});
     t.push_back({n("layer_output_norm"), {s.n_embd}, Fill::kNorm});

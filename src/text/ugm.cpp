@@ -15,7 +15,7 @@ namespace tessera::text {
 namespace {
 
 constexpr std::string_view kEscapedSpace = "\xE2\x96\x81";  // U+2581
-constexpr double kUnknownPenalty = 10.0;                    // below the lowest score
+constexpr float kUnknownPenalty = 10.0f;                    // below the lowest score
 
 // The length of the UTF-8 sequence at text[at] as llama.cpp decodes it (lead
 // byte and continuation bytes only, no overlong or surrogate checks), or 0
@@ -236,8 +236,8 @@ UgmTables build_ugm_tables(const Vocab& v, std::string_view charsmap) {
   float min_score = std::numeric_limits<float>::max();
   for (size_t i = 0; i < v.size(); ++i) {
     const TokenType type = v.types[i];
-    if (v.texts[i].empty()) continue;
     if (type == TokenType::kNormal) min_score = std::min(min_score, v.scores[i]);
+    if (v.texts[i].empty()) continue;
     if (type == TokenType::kNormal || type == TokenType::kUserDefined || type == TokenType::kUnused) {
       pieces.push_back(static_cast<TokenId>(i));
     }
@@ -245,7 +245,7 @@ UgmTables build_ugm_tables(const Vocab& v, std::string_view charsmap) {
   }
   t.pieces = ByteTrie::build(v.texts, pieces);
   t.user_defined = ByteTrie::build(v.texts, user_defined);
-  t.unknown_score = static_cast<double>(min_score) - kUnknownPenalty;
+  t.unknown_score = min_score - kUnknownPenalty;  // in float, as llama.cpp keeps it
   return t;
 }
 

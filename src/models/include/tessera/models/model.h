@@ -101,10 +101,10 @@ struct Hparams {
   int64_t n_cls_out = 1;
   // jina-bert-v2: ALiBi instead of positions (attention scores plus head
   // h's slope times -|i - j|; slopes from this bias, 8 as llama.cpp sets it),
-  // and an ffn_up of 2 n_ff rows that holds the GEGLU's gate rows first.
+  // and whether the file's ffn_up has 2 n_ff rows, the GEGLU's gate first.
   float max_alibi_bias = 0.0f;
   bool ffn_up_gated = false;
-  bool ffn_silu = false;  // modern-bert: hidden_act silu (SwiGLU, not GEGLU)
+  bool ffn_silu = false;  // modern-bert: hidden_activation silu (SwiGLU, not GEGLU)
   float attn_scale = 0.0f;           // scale of q.k; 0: 1 / sqrt(head_dim)
   float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
 
